@@ -1,0 +1,63 @@
+# data-plane: set-up, build, run, test, lint and benchmarks.
+# `make run` serves a demo corpus on a fresh machine; `make test` passes the tests.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+BIN := ./target/release/data-plane
+DEMO_CORPUS ?= .data/corpus/demo
+DEMO_SPACE ?= demo
+
+# Connection settings, overridable (make run DATABASE_URL=...). A key set in
+# .env is left alone: the binary reads .env itself and an exported default
+# would hide it. Paths are absolute because cargo runs each test binary inside
+# its own crate folder.
+DOTENV_KEYS := $(shell sed -n 's/^[[:space:]]*\(export[[:space:]]*\)\{0,1\}\([A-Za-z_][A-Za-z0-9_]*\)=.*/\2/p' .env 2>/dev/null)
+ifeq ($(filter DATABASE_URL,$(DOTENV_KEYS)),)
+export DATABASE_URL ?= postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane
+endif
+ifeq ($(filter DATABASE_OWNER_URL,$(DOTENV_KEYS)),)
+export DATABASE_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane
+endif
+ifeq ($(filter DATA_PLANE_DATA_DIR,$(DOTENV_KEYS)),)
+export DATA_PLANE_DATA_DIR ?= $(CURDIR)/.data
+endif
+ifeq ($(filter DATA_PLANE_MODEL_DIR,$(DOTENV_KEYS)),)
+export DATA_PLANE_MODEL_DIR ?= $(CURDIR)/.data/model/all-MiniLM-L6-v2
+endif
+export DATA_PLANE_TEST_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres
+export DATA_PLANE_TEST_APP_PASSWORD ?= data_plane_app
+
+.PHONY: help setup build run test lint bench
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+setup: ## install and start what is missing: packages, pgvector, PostgreSQL, roles, model, demo corpus
+	bash scripts/setup.sh
+
+build: ## build the release binary
+	cargo build --release -p data-plane
+
+run: setup build ## set up, build, migrate, ingest the demo corpus and serve
+	$(BIN) migrate
+	$(BIN) ingest $(DEMO_CORPUS) --space $(DEMO_SPACE)
+	exec $(BIN) serve
+
+# nextest runs each test in its own process (faster here, clearer failures)
+# but does not run doc tests, hence the second command.
+test: setup ## set up, then run every test against the real PostgreSQL
+	if command -v cargo-nextest >/dev/null; then \
+		cargo nextest run --workspace; \
+		cargo test --doc --workspace; \
+	else \
+		cargo test --workspace; \
+	fi
+
+lint: ## formatting and clippy, warnings as errors
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+bench: setup ## set up, then run every benchmark program in benches/
+	bash scripts/bench.sh

@@ -1,0 +1,439 @@
+//! Sub-commands: serve, migrate, ingest, reindex, token.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use data_plane_embed::Embedder;
+use data_plane_ingest::pipeline::{Outcome, Pipeline, Target};
+use data_plane_search::KeywordIndex;
+use data_plane_search::follower::Follower;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, Permission};
+use data_plane_store::{Db, Scope};
+
+use crate::auth::JwtKeys;
+use crate::config::{self, GlobalArgs};
+use crate::state::AppState;
+
+/// data-plane: tools for LLM agents over your documents and the web.
+#[derive(Debug, Parser)]
+#[command(name = "data-plane", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (the default when no command is given).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "DATA_PLANE_ADDR", default_value = "127.0.0.1:8080")]
+        addr: String,
+        /// Do not run pending migrations at start.
+        #[arg(long)]
+        no_migrate: bool,
+    },
+    /// Apply pending database migrations.
+    Migrate,
+    /// Load a file or folder (recursively, keeping its folder structure) into a space.
+    Ingest {
+        /// File or folder to load.
+        path: PathBuf,
+        /// Space to load into (created when missing).
+        #[arg(long)]
+        space: String,
+        /// Source inside the space [default: the folder's or file's name].
+        #[arg(long)]
+        source: Option<String>,
+        /// Also add this user (by email) to the space as its owner.
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Rebuild the keyword index from PostgreSQL.
+    Reindex,
+    /// Create the user if needed and print a bearer token.
+    Token {
+        /// The user's email.
+        #[arg(long)]
+        user: String,
+        /// Permission level: guest, user, admin or owner [default: user, or the user's current level].
+        #[arg(long)]
+        role: Option<String>,
+        /// Also add the user to this space (created when missing).
+        #[arg(long)]
+        space: Option<String>,
+        /// Days until the token expires.
+        #[arg(long, default_value_t = 30)]
+        days: u64,
+    },
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = cli.global;
+    match cli.command.unwrap_or(Command::Serve {
+        addr: default_addr(),
+        no_migrate: false,
+    }) {
+        Command::Serve { addr, no_migrate } => serve(&global, &addr, no_migrate).await,
+        Command::Migrate => migrate(&global).await,
+        Command::Ingest {
+            path,
+            space,
+            source,
+            owner,
+        } => ingest(&global, &path, &space, source, owner).await,
+        Command::Reindex => reindex(&global).await,
+        Command::Token {
+            user,
+            role,
+            space,
+            days,
+        } => token(&global, &user, role, space, days).await,
+    }
+}
+
+fn default_addr() -> String {
+    std::env::var("DATA_PLANE_ADDR").unwrap_or_else(|_| "127.0.0.1:8080".into())
+}
+
+async fn connect(global: &GlobalArgs) -> anyhow::Result<Db> {
+    Db::connect(&global.database_url, 16)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&global.database_url)))
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***{}", &url[..scheme + 3], user, &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn migrate(global: &GlobalArgs) -> anyhow::Result<()> {
+    let applied = data_plane_store::migrate::run(&global.owner_url)
+        .await
+        .with_context(|| format!("migrating {}", redact(&global.owner_url)))?;
+    println!("migrations: {applied} applied, schema up to date");
+    Ok(())
+}
+
+async fn open_embedder(global: &GlobalArgs, db: &Db) -> anyhow::Result<Arc<Embedder>> {
+    let embedder =
+        Embedder::from_config(&global.embed_config()).context("loading the embedding model")?;
+    db.check_embedding_dimension(embedder.dimension()).await?;
+    Ok(Arc::new(embedder))
+}
+
+fn open_index(global: &GlobalArgs) -> anyhow::Result<KeywordIndex> {
+    let dir = global.index_dir();
+    KeywordIndex::open_or_create(&dir)
+        .with_context(|| format!("opening the keyword index at {}", dir.display()))
+}
+
+async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Result<()> {
+    if !no_migrate {
+        migrate(global).await?;
+    }
+    let db = connect(global).await?;
+    let embedder = open_embedder(global, &db).await?;
+    let index = open_index(global)?;
+    let follower = Follower::new(db.clone(), index.clone());
+    let applied = follower
+        .catch_up()
+        .await
+        .context("catching the keyword index up")?;
+    tracing::info!(
+        applied,
+        seq = index.last_seq().unwrap_or(0),
+        "keyword index caught up"
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let follower_task = tokio::spawn(follower.run(stop_rx));
+
+    let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
+    let pipeline = Arc::new(Pipeline::new(db.clone(), embedder));
+    let state = AppState {
+        db,
+        index,
+        pipeline,
+        jwt,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "serving");
+    axum::serve(listener, crate::http::app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    let _ = stop_tx.send(true);
+    let _ = follower_task.await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
+
+async fn ingest(
+    global: &GlobalArgs,
+    path: &Path,
+    space: &str,
+    source: Option<String>,
+    owner: Option<String>,
+) -> anyhow::Result<()> {
+    let root = path
+        .canonicalize()
+        .with_context(|| format!("{} does not exist", path.display()))?;
+    let source_name = match source {
+        Some(s) => s,
+        None => root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "files".to_string()),
+    };
+    let db = connect(global).await?;
+    let embedder = open_embedder(global, &db).await?;
+
+    let mut tx = db.begin(Scope::System).await?;
+    let (space_row, created) = identity::ensure_space(&mut tx, space).await?;
+    let source_row =
+        content::ensure_source(&mut tx, space_row.id, &source_name, SourceKind::Files).await?;
+    if let Some(email) = owner {
+        let user = identity::upsert_user(&mut tx, &email, None).await?;
+        identity::add_member(
+            &mut tx,
+            space_row.id,
+            user.id,
+            identity::MembershipRole::Owner,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    if created {
+        println!("created space {space:?}");
+    }
+
+    let files = collect_files(&root)?;
+    if files.is_empty() {
+        bail!("no files under {}", root.display());
+    }
+    let base = if root.is_dir() {
+        root.clone()
+    } else {
+        root.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let pipeline = Pipeline::new(db.clone(), embedder);
+    let target = Target {
+        space_id: space_row.id,
+        source_id: source_row.id,
+    };
+    let progress = Progress::new(files.len());
+    let started = Instant::now();
+    let mut totals = Totals::default();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&base)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .replace('\\', "/");
+        progress.start(&rel);
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => {
+                totals.failed += 1;
+                progress.error(&rel, &format!("cannot read: {e}"));
+                continue;
+            }
+        };
+        match pipeline
+            .ingest_file(Scope::System, target, &rel, &bytes)
+            .await
+        {
+            Ok(report) => {
+                match report.outcome {
+                    Outcome::Created => totals.created += 1,
+                    Outcome::Replaced => totals.replaced += 1,
+                    Outcome::Unchanged => totals.unchanged += 1,
+                }
+                totals.chunks += report.chunks;
+                totals.embed += report.embed_time;
+            }
+            Err(e) if e.is_per_file() => {
+                totals.failed += 1;
+                progress.error(&rel, &e.to_string());
+            }
+            Err(e) => return Err(e).with_context(|| format!("ingesting {rel}")),
+        }
+        progress.done();
+    }
+    progress.finish();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "ingested {} files into {space}/{source_name} in {secs:.1}s: {} new, {} replaced, {} unchanged, {} failed; {} chunks embedded in {:.1}s",
+        files.len(),
+        totals.created,
+        totals.replaced,
+        totals.unchanged,
+        totals.failed,
+        totals.chunks,
+        totals.embed.as_secs_f64()
+    );
+    if totals.failed > 0 && totals.failed == files.len() {
+        bail!("every file failed");
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Totals {
+    created: usize,
+    replaced: usize,
+    unchanged: usize,
+    failed: usize,
+    chunks: usize,
+    embed: Duration,
+}
+
+/// Regular files under `root` (or `root` itself), sorted, hidden entries skipped.
+fn collect_files(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if root.is_file() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    for entry in walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'))
+    {
+        let entry = entry.with_context(|| format!("walking {}", root.display()))?;
+        if entry.file_type().is_file() {
+            files.push(entry.into_path());
+        }
+    }
+    Ok(files)
+}
+
+/// A progress bar on a terminal; a line every few files otherwise (logs, CI).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: usize,
+    done: std::cell::Cell<usize>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} files, eta {eta} {wide_msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Progress {
+            bar,
+            total,
+            done: std::cell::Cell::new(0),
+        }
+    }
+    fn start(&self, name: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(name.to_string());
+        }
+    }
+    fn error(&self, name: &str, message: &str) {
+        let line = format!("skipped {name}: {message}");
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+    fn done(&self) {
+        let n = self.done.get() + 1;
+        self.done.set(n);
+        match &self.bar {
+            Some(bar) => bar.inc(1),
+            None if n.is_multiple_of(50) || n == self.total => {
+                eprintln!("progress: {n}/{} files", self.total)
+            }
+            None => {}
+        }
+    }
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+async fn reindex(global: &GlobalArgs) -> anyhow::Result<()> {
+    let db = connect(global).await?;
+    let index = open_index(global)?;
+    let started = Instant::now();
+    let follower = Follower::new(db, index.clone());
+    let chunks = follower
+        .rebuild()
+        .await
+        .context("rebuilding the keyword index")?;
+    println!(
+        "rebuilt the keyword index: {chunks} chunks, up to log seq {}, in {:.1}s",
+        index.last_seq().unwrap_or(0),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn token(
+    global: &GlobalArgs,
+    email: &str,
+    role: Option<String>,
+    space: Option<String>,
+    days: u64,
+) -> anyhow::Result<()> {
+    let permission: Option<Permission> = role.as_deref().map(str::parse).transpose()?;
+    let db = connect(global).await?;
+    let mut tx = db.begin(Scope::System).await?;
+    let user = identity::upsert_user(&mut tx, email, permission).await?;
+    if let Some(space) = space {
+        let (space, _) = identity::ensure_space(&mut tx, &space).await?;
+        identity::add_member(&mut tx, space.id, user.id, identity::MembershipRole::Owner).await?;
+    }
+    tx.commit().await?;
+    let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
+    let token = jwt.issue(
+        user.id,
+        &user.email,
+        user.permission,
+        Duration::from_secs(days * 86_400),
+    )?;
+    println!("{token}");
+    Ok(())
+}

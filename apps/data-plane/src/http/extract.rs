@@ -1,0 +1,45 @@
+//! Extractors whose rejections are the API's JSON errors rather than axum's
+//! plain-text ones, so a bad body, path or query string names the problem in
+//! the same `{"error": ...}` shape as everything else.
+
+use axum::extract::FromRequest;
+use axum::extract::FromRequestParts;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+
+use super::ApiError;
+
+#[derive(Debug, FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct Json<T>(pub T);
+
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct Path<T>(pub T);
+
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Query<T>(pub T);
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError::bad_request(format!("invalid JSON body: {}", r.body_text()))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::bad_request(format!("invalid path: {}", r.body_text()))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::bad_request(format!("invalid query string: {}", r.body_text()))
+    }
+}
+
+impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
+    fn into_response(self) -> axum::response::Response {
+        axum::Json(self.0).into_response()
+    }
+}

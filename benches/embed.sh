@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Embedding throughput: our local engine (candle) against PyTorch
+# sentence-transformers on the same model, machine and texts. Prints
+# sentences/s and tokens/s for both and the ratio ours/pytorch.
+# EMBED_SWEEP=1 also times other batch sizes and thread counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODEL_DIR="${DATA_PLANE_MODEL_DIR:-.data/model/all-MiniLM-L6-v2}"
+CORPUS="${DEMO_CORPUS:-.data/corpus/demo}"
+VENV=.data/bench-venv
+TEXTS=.data/bench/embed_texts.json
+THREADS="${EMBED_BENCH_THREADS:-2}"
+
+if [[ ! -f "$MODEL_DIR/model.safetensors" ]]; then
+    echo "embedding model missing in $MODEL_DIR: run \`make setup\`" >&2
+    exit 1
+fi
+
+# The PyTorch side lives in its own venv; installing is skipped once it works.
+if ! "$VENV/bin/python" -c 'import sentence_transformers, torch' 2>/dev/null; then
+    echo "setting up $VENV with torch and sentence-transformers from PyPI (several GB, once)" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check sentence-transformers
+fi
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+
+# Prose from the PostgreSQL manual when the demo corpus is there, else the
+# licence texts every Debian system carries.
+if [[ ! -s "$TEXTS" ]]; then
+    mkdir -p "$(dirname "$TEXTS")"
+    source_dir="$CORPUS/postgresql-manual"
+    [[ -d "$source_dir" ]] || source_dir="$CORPUS"
+    "$VENV/bin/python" benches/embed_pytorch.py prepare \
+        --model "$MODEL_DIR" --corpus "$source_dir" --count 500 --out "$TEXTS" 2>/dev/null
+fi
+
+cargo build --release -q -p data-plane-embed --example bench_embed
+
+sweep=()
+[[ "${EMBED_SWEEP:-0}" == 1 ]] && sweep=(--sweep)
+ours=$(RAYON_NUM_THREADS="$THREADS" ./target/release/examples/bench_embed "$MODEL_DIR" "$TEXTS" "${sweep[@]}")
+echo "$ours"
+theirs=$("$VENV/bin/python" benches/embed_pytorch.py bench \
+    --model "$MODEL_DIR" --texts "$TEXTS" --threads "$THREADS" 2>/dev/null)
+echo "$theirs"
+
+ours_rate=$(awk '$1 == "embed.local.sentences_per_s" {print $2}' <<<"$ours")
+theirs_rate=$(awk '$1 == "embed.pytorch.sentences_per_s" {print $2}' <<<"$theirs")
+awk -v a="$ours_rate" -v b="$theirs_rate" 'BEGIN {printf "embed.ratio_local_over_pytorch %.2f\n", a / b}'

@@ -1,0 +1,267 @@
+//! The local engine: a BERT sentence-transformer (all-MiniLM-L6-v2) run on the
+//! CPU with candle, pooled and normalised exactly as sentence-transformers does.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use crate::bert::{Bert, Config};
+use crate::error::EmbedError;
+use crate::vector::normalise;
+
+const CONFIG_FILE: &str = "config.json";
+const WEIGHTS_FILE: &str = "model.safetensors";
+const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// The local model, loaded once and shared by clones.
+#[derive(Clone)]
+pub struct LocalEmbedder {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    model: Bert,
+    device: Device,
+    tokenizer: Tokenizer,
+    // A private pool so the configured thread count holds no matter what else
+    // in the process uses rayon's global pool.
+    pool: Option<rayon::ThreadPool>,
+    batch_size: usize,
+    max_tokens: usize,
+    dimension: usize,
+    model_id: String,
+}
+
+impl std::fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("model_id", &self.inner.model_id)
+            .field("dimension", &self.inner.dimension)
+            .field("batch_size", &self.inner.batch_size)
+            .field("max_tokens", &self.inner.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEmbedder {
+    /// Reads `config.json`, `model.safetensors` and `tokenizer.json` from `model_dir`.
+    ///
+    /// `threads: None` uses one compute thread per physical core.
+    pub fn load(
+        model_dir: &Path,
+        threads: Option<usize>,
+        batch_size: usize,
+        max_tokens: usize,
+    ) -> Result<Self, EmbedError> {
+        if batch_size == 0 {
+            return Err(EmbedError::InvalidConfig(
+                "local batch size 0 must be at least 1".to_owned(),
+            ));
+        }
+        if threads == Some(0) {
+            return Err(EmbedError::InvalidConfig(
+                "local thread count 0 must be at least 1".to_owned(),
+            ));
+        }
+        let config_path = existing_file(model_dir, CONFIG_FILE)?;
+        let weights_path = existing_file(model_dir, WEIGHTS_FILE)?;
+        let tokenizer_path = existing_file(model_dir, TOKENIZER_FILE)?;
+
+        let config_text =
+            std::fs::read_to_string(&config_path).map_err(|e| EmbedError::ModelFile {
+                path: config_path.clone(),
+                reason: e.to_string(),
+            })?;
+        let config: Config =
+            serde_json::from_str(&config_text).map_err(|e| EmbedError::ModelFile {
+                path: config_path.clone(),
+                reason: e.to_string(),
+            })?;
+        // Three is the least that leaves room for one word between [CLS] and [SEP].
+        if !(3..=config.max_position_embeddings).contains(&max_tokens) {
+            return Err(EmbedError::InvalidConfig(format!(
+                "local max tokens {max_tokens} must be between 3 and the model's {}",
+                config.max_position_embeddings
+            )));
+        }
+
+        let device = Device::Cpu;
+        let tensors = candle_core::safetensors::load(&weights_path, &device).map_err(|e| {
+            EmbedError::ModelFile {
+                path: weights_path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
+        let model = Bert::load(vb, &config).map_err(|e| EmbedError::ModelFile {
+            path: weights_path.clone(),
+            reason: e.to_string(),
+        })?;
+
+        let mut tokenizer =
+            Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::ModelFile {
+                path: tokenizer_path.clone(),
+                reason: e.to_string(),
+            })?;
+        // tokenizer.json ships with fixed padding to 128 and truncation at 128;
+        // sentence-transformers overrides both (truncate at max_seq_length, pad
+        // to the longest in the batch), and so do we, padding by hand per batch.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length: max_tokens,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| EmbedError::ModelFile {
+                path: tokenizer_path.clone(),
+                reason: e.to_string(),
+            })?;
+        tokenizer.with_padding(None);
+
+        let pool = match threads {
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("embed-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        EmbedError::InvalidConfig(format!(
+                            "cannot start {n} embedding threads: {e}"
+                        ))
+                    })?,
+            ),
+            None => None,
+        };
+
+        let model_id = model_dir
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| model_dir.display().to_string());
+
+        Ok(Self {
+            inner: Arc::new(Inner {
+                model,
+                device,
+                tokenizer,
+                pool,
+                batch_size,
+                max_tokens,
+                dimension: config.hidden_size,
+                model_id,
+            }),
+        })
+    }
+
+    /// One L2-normalised vector per text, in order; runs on the blocking pool.
+    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = Arc::clone(&self.inner);
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || inner.embed_blocking(&texts))
+            .await
+            .map_err(|e| EmbedError::Worker(e.to_string()))?
+    }
+
+    /// The same as [`LocalEmbedder::embed`] without tokio, for callers already
+    /// on a worker thread (and for benchmarks).
+    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_blocking(texts)
+    }
+
+    /// Number of word pieces the model reads from `text`, after truncation and
+    /// counting `[CLS]` and `[SEP]`.
+    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
+        self.inner
+            .tokenizer
+            .encode(text, true)
+            .map(|encoding| encoding.len())
+            .map_err(|e| EmbedError::Tokenize(e.to_string()))
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.inner.dimension
+    }
+
+    pub fn model_id(&self) -> &str {
+        &self.inner.model_id
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.inner.max_tokens
+    }
+}
+
+fn existing_file(dir: &Path, name: &str) -> Result<PathBuf, EmbedError> {
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(EmbedError::ModelFileMissing { path })
+    }
+}
+
+impl Inner {
+    fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        match &self.pool {
+            Some(pool) => pool.install(|| self.embed_all(texts)),
+            None => self.embed_all(texts),
+        }
+    }
+
+    fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inputs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let encodings = self
+            .tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
+
+        // Batching texts of similar length keeps padding, which costs as much
+        // compute as real tokens, to a minimum.
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
+
+        let mut vectors = vec![Vec::new(); encodings.len()];
+        for batch in order.chunks(self.batch_size) {
+            let batch_encodings: Vec<&Encoding> = batch.iter().map(|&i| &encodings[i]).collect();
+            let batch_vectors = self.forward(&batch_encodings)?;
+            for (&i, vector) in batch.iter().zip(batch_vectors) {
+                vectors[i] = vector;
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// Mean-pooled, normalised vectors of one batch.
+    fn forward(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let rows = encodings.len();
+        let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
+        let mut ids = vec![0u32; rows * width];
+        let mut mask = vec![0u32; rows * width];
+        for (row, encoding) in encodings.iter().enumerate() {
+            let start = row * width;
+            ids[start..start + encoding.len()].copy_from_slice(encoding.get_ids());
+            mask[start..start + encoding.len()].copy_from_slice(encoding.get_attention_mask());
+        }
+        let device = &self.device;
+        let ids = Tensor::from_vec(ids, (rows, width), device)?;
+        let mask = Tensor::from_vec(mask, (rows, width), device)?;
+
+        let hidden = self.model.forward(&ids, &mask)?;
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+        let pooled = summed.broadcast_div(&counts)?;
+
+        let mut vectors = pooled.to_vec2::<f32>()?;
+        for vector in &mut vectors {
+            normalise(vector);
+        }
+        Ok(vectors)
+    }
+}

@@ -1,0 +1,105 @@
+//! Format dispatch: one file's name and bytes in, `Extracted` out.
+
+mod html;
+mod markdown;
+mod pdf;
+mod tabular;
+mod text;
+
+use crate::IngestError;
+use crate::metadata::Extracted;
+
+const SUPPORTED: &[&str] = &[
+    "csv", "htm", "html", "json", "log", "markdown", "md", "pdf", "text", "tsv", "txt",
+];
+
+/// The file extensions `extract` reads, lowercase and without the dot.
+pub fn supported_extensions() -> &'static [&'static str] {
+    SUPPORTED
+}
+
+/// Reads one file. The extension (case-insensitive) picks the reader; a PDF is recognised by
+/// its header whatever its name, and a file without extension is sniffed for HTML, JSON and
+/// plain text.
+pub fn extract(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+    let extension = extension_of(file_name);
+    if pdf::looks_like_pdf(bytes) {
+        return pdf::extract(file_name, bytes);
+    }
+    match extension.as_str() {
+        "txt" | "text" | "log" => text::extract(file_name, bytes),
+        "md" | "markdown" => markdown::extract(file_name, bytes),
+        "html" | "htm" => html::extract(file_name, bytes),
+        "csv" => tabular::extract_csv(file_name, bytes, None),
+        "tsv" => tabular::extract_csv(file_name, bytes, Some(b'\t')),
+        "json" => tabular::extract_json(file_name, bytes),
+        "pdf" => pdf::extract(file_name, bytes),
+        "" => sniff(file_name, bytes),
+        _ => Err(IngestError::Unsupported {
+            file: file_name.to_string(),
+            extension,
+        }),
+    }
+}
+
+/// A name without extension (README, LICENSE, a saved page): its first bytes decide.
+fn sniff(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+    let unsupported = || IngestError::Unsupported {
+        file: file_name.to_string(),
+        extension: String::new(),
+    };
+    let text = text::decode(file_name, bytes).map_err(|_| unsupported())?;
+    let head: String = text
+        .trim_start()
+        .chars()
+        .take(64)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if head.starts_with("<!doctype html") || head.starts_with("<html") {
+        return html::extract(file_name, bytes);
+    }
+    if (head.starts_with('{') || head.starts_with('['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
+    {
+        return tabular::extract_json(file_name, bytes);
+    }
+    text::extract(file_name, bytes)
+}
+
+/// Lowercase extension of the last path component; empty for none, and for dot-files such as
+/// ".env" whose only dot starts the name.
+fn extension_of(file_name: &str) -> String {
+    let base = file_name.rsplit(['/', '\\']).next().unwrap_or(file_name);
+    match base.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => ext.to_ascii_lowercase(),
+        _ => String::new(),
+    }
+}
+
+/// The file name without directories and extension: the name given to its tables.
+pub(crate) fn stem_of(file_name: &str) -> String {
+    let base = file_name.rsplit(['/', '\\']).next().unwrap_or(file_name);
+    match base.rsplit_once('.') {
+        Some((stem, _)) if !stem.is_empty() => stem.to_string(),
+        _ => base.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_and_stems() {
+        let check = |name: &str, ext: &str, stem: &str| {
+            assert_eq!(extension_of(name), ext, "extension of {name:?}");
+            assert_eq!(stem_of(name), stem, "stem of {name:?}");
+        };
+        check("a/b/Report.PDF", "pdf", "Report");
+        check("notes.tar.md", "md", "notes.tar");
+        check(".env", "", ".env");
+        check("README", "", "README");
+        check("dir.d/README", "", "README");
+        check("C:\\docs\\x.Txt", "txt", "x");
+    }
+}

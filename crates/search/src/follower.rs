@@ -1,0 +1,172 @@
+//! Keeps the keyword index in step with PostgreSQL by following the ordered
+//! change log (`index_log`): on start it catches up from the sequence number
+//! stored in the index's last commit, then wakes on NOTIFY (with a slow poll as
+//! a safety net) and applies new entries. Replaying an entry is harmless: each
+//! one says "make document X look like it does in PostgreSQL now".
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use data_plane_store::content::{self, IndexableChunk};
+use data_plane_store::index_log::{self, NOTIFY_CHANNEL};
+use data_plane_store::{Db, Scope};
+use sqlx::postgres::PgListener;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::{ChunkDoc, IndexOp, KeywordIndex, SearchError};
+
+/// How many log entries one step applies.
+const BATCH: i64 = 500;
+/// The poll interval when no notification arrives.
+const POLL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct Follower {
+    db: Db,
+    index: KeywordIndex,
+}
+
+impl Follower {
+    pub fn new(db: Db, index: KeywordIndex) -> Self {
+        Follower { db, index }
+    }
+
+    /// Applies every log entry after the index's last sequence number; returns
+    /// how many entries were applied.
+    pub async fn catch_up(&self) -> Result<u64, SearchError> {
+        let mut applied = 0u64;
+        loop {
+            let after = self.index.last_seq()?;
+            let mut tx = self.db.begin(Scope::System).await?;
+            let entries = index_log::entries_after(&mut tx, after, BATCH).await?;
+            let Some(last) = entries.last().map(|e| e.seq) else {
+                return Ok(applied);
+            };
+            let docs: BTreeSet<Uuid> = entries.iter().map(|e| e.document_id).collect();
+            let docs: Vec<Uuid> = docs.into_iter().collect();
+            let chunks = content::indexable_chunks(&mut tx, &docs).await?;
+            tx.commit()
+                .await
+                .map_err(data_plane_store::StoreError::from)?;
+            let ops = ops_for(&docs, chunks);
+            let index = self.index.clone();
+            tokio::task::spawn_blocking(move || index.apply(ops, last))
+                .await
+                .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
+            applied += entries.len() as u64;
+            if (entries.len() as i64) < BATCH {
+                return Ok(applied);
+            }
+        }
+    }
+
+    /// Follows the log until `stop` turns true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut listener = match PgListener::connect_with(self.db.pool()).await {
+            Ok(mut l) => match l.listen(NOTIFY_CHANNEL).await {
+                Ok(()) => Some(l),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot LISTEN; polling the index log instead");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot LISTEN; polling the index log instead");
+                None
+            }
+        };
+        loop {
+            if let Err(e) = self.catch_up().await {
+                tracing::error!(error = %e, "keyword index follower failed; retrying");
+            }
+            let wake = async {
+                match listener.as_mut() {
+                    Some(l) => {
+                        // Drain a burst of notifications into one catch-up.
+                        if l.recv().await.is_err() {
+                            tokio::time::sleep(POLL).await;
+                        }
+                    }
+                    None => tokio::time::sleep(POLL).await,
+                }
+            };
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = wake => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+
+    /// Empties the index and rebuilds it from every document in PostgreSQL;
+    /// returns the number of chunks indexed. Entries that arrive meanwhile are
+    /// applied by the next catch-up.
+    pub async fn rebuild(&self) -> Result<u64, SearchError> {
+        let mut tx = self.db.begin(Scope::System).await?;
+        // The head is read first: anything committed after it is replayed later.
+        let head = index_log::head(&mut tx).await?;
+        let docs = index_log::all_document_ids(&mut tx).await?;
+        tx.commit()
+            .await
+            .map_err(data_plane_store::StoreError::from)?;
+        let index = self.index.clone();
+        tokio::task::spawn_blocking(move || index.clear(0))
+            .await
+            .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
+        let mut total = 0u64;
+        for batch in docs.chunks(200) {
+            let mut tx = self.db.begin(Scope::System).await?;
+            let chunks = content::indexable_chunks(&mut tx, batch).await?;
+            tx.commit()
+                .await
+                .map_err(data_plane_store::StoreError::from)?;
+            total += chunks.len() as u64;
+            let ops = ops_for(batch, chunks);
+            let index = self.index.clone();
+            // Intermediate commits keep seq 0, so a crash mid-rebuild replays the
+            // whole log on the next start instead of trusting a partial index.
+            tokio::task::spawn_blocking(move || index.apply(ops, 0))
+                .await
+                .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
+        }
+        let index = self.index.clone();
+        tokio::task::spawn_blocking(move || index.apply(Vec::new(), head))
+            .await
+            .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
+        self.catch_up().await?;
+        Ok(total)
+    }
+}
+
+/// One op per document: its current chunks, or a delete when it has none left.
+fn ops_for(docs: &[Uuid], chunks: Vec<IndexableChunk>) -> Vec<IndexOp> {
+    let mut by_doc: std::collections::HashMap<Uuid, Vec<ChunkDoc>> =
+        std::collections::HashMap::new();
+    for c in chunks {
+        by_doc.entry(c.document_id).or_default().push(ChunkDoc {
+            chunk_id: c.chunk_id,
+            document_id: c.document_id,
+            space_id: c.space_id,
+            source_id: c.source_id,
+            // The index names folders from the root: '/', '/a', '/a/b'.
+            folder_path: format!("/{}", c.folder_path),
+            document_path: c.document_path,
+            language: c.language,
+            heading: c.heading,
+            text: c.text,
+        });
+    }
+    docs.iter()
+        .map(|id| match by_doc.remove(id) {
+            Some(chunks) => IndexOp::ReplaceDocument {
+                document_id: *id,
+                chunks,
+            },
+            None => IndexOp::DeleteDocument { document_id: *id },
+        })
+        .collect()
+}

@@ -1,0 +1,317 @@
+//! Keyword queries: turning what a user typed into a BM25 query over every
+//! language field, restricted by the caller's filters inside Tantivy.
+
+use std::collections::{HashMap, HashSet};
+
+use tantivy::collector::TopDocs;
+use tantivy::columnar::{Column, StrColumn};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery,
+};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocAddress, Searcher, Term};
+use uuid::Uuid;
+
+use crate::schema::{CHUNK_ID, DOCUMENT_ID, Fields};
+use crate::{KeywordIndex, SearchError};
+
+/// The most hits one query may ask for, `limit + offset` together; the
+/// collector keeps that many candidates in memory.
+pub const MAX_WINDOW: usize = 10_000;
+/// A pasted page of text would otherwise become thousands of term lookups in
+/// every language field; words beyond this many are ignored.
+const MAX_QUERY_TOKENS: usize = 64;
+/// A word in a section heading says more about the chunk than one in its body.
+const HEADING_BOOST: f32 = 2.0;
+
+/// A keyword search. Text is plain words; `"quoted phrases"` must appear as
+/// such. Nothing a user types makes the query fail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeywordQuery {
+    pub text: String,
+    /// The spaces the caller may read: only their chunks are returned, and
+    /// none at all when the list is empty.
+    pub space_ids: Vec<Uuid>,
+    /// Restrict to these documents; `Some(empty)` matches nothing.
+    pub document_ids: Option<Vec<Uuid>>,
+    /// Restrict to these sources; `Some(empty)` matches nothing.
+    pub source_ids: Option<Vec<Uuid>>,
+    /// Restrict to a folder and everything below it, e.g. `/manual`.
+    pub folder_prefix: Option<String>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Default for KeywordQuery {
+    fn default() -> Self {
+        KeywordQuery {
+            text: String::new(),
+            space_ids: Vec::new(),
+            document_ids: None,
+            source_ids: None,
+            folder_prefix: None,
+            limit: 10,
+            offset: 0,
+        }
+    }
+}
+
+/// One matching chunk, best first; `score` is BM25 and comparable only
+/// within one result list.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeywordHit {
+    pub chunk_id: i64,
+    pub document_id: Uuid,
+    pub score: f32,
+}
+
+impl KeywordIndex {
+    /// The best `limit` chunks after skipping `offset`, among the chunks that
+    /// pass every filter.
+    pub fn search(&self, q: &KeywordQuery) -> Result<Vec<KeywordHit>, SearchError> {
+        let window = q.limit.saturating_add(q.offset);
+        if window > MAX_WINDOW {
+            return Err(SearchError::WindowTooLarge(window));
+        }
+        let excluded_by_filter = q.space_ids.is_empty()
+            || q.document_ids.as_ref().is_some_and(Vec::is_empty)
+            || q.source_ids.as_ref().is_some_and(Vec::is_empty);
+        if q.limit == 0 || excluded_by_filter {
+            return Ok(Vec::new());
+        }
+        let inner = self.inner();
+        let searcher = inner.reader.searcher();
+        let Some(text) = self.text_query(&searcher, &q.text)? else {
+            return Ok(Vec::new());
+        };
+        let fields = &inner.fields;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text)];
+        clauses.push(filter(q.space_ids.iter().map(|id| fields.space_term(*id))));
+        if let Some(ids) = &q.document_ids {
+            clauses.push(filter(ids.iter().map(|id| fields.document_term(*id))));
+        }
+        if let Some(ids) = &q.source_ids {
+            clauses.push(filter(ids.iter().map(|id| fields.source_term(*id))));
+        }
+        if let Some(folder) = &q.folder_prefix {
+            clauses.push(filter([fields.folder_term(folder)]));
+        }
+        let collector = TopDocs::with_limit(q.limit)
+            .and_offset(q.offset)
+            .order_by_score();
+        let top = searcher.search(&BooleanQuery::new(clauses), &collector)?;
+        resolve_hits(&searcher, top)
+    }
+
+    /// Every field's reading of the user's text, or `None` when it holds no
+    /// searchable word at all.
+    fn text_query(
+        &self,
+        searcher: &Searcher,
+        text: &str,
+    ) -> Result<Option<Box<dyn Query>>, SearchError> {
+        let inner = self.inner();
+        let parts = split_phrases(text);
+        let mut words: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut phrases: Vec<Vec<(Occur, Box<dyn Query>)>> =
+            parts.phrases.iter().map(|_| Vec::new()).collect();
+        let mut seen: HashSet<Term> = HashSet::new();
+        for field in searchable_fields(searcher, &inner.fields)? {
+            let mut analyzer = inner.index.tokenizer_for_field(field.field)?;
+            let mut tokens = Vec::new();
+            for chunk in &parts.words {
+                analyzer
+                    .token_stream(chunk)
+                    .process(&mut |t| tokens.push(t.text.clone()));
+            }
+            for token in tokens.into_iter().take(MAX_QUERY_TOKENS) {
+                let term = Term::from_field_text(field.field, &token);
+                if seen.insert(term.clone()) {
+                    words.push((Occur::Should, field.boost(term_query(term))));
+                }
+            }
+            for (phrase, alternatives) in parts.phrases.iter().zip(phrases.iter_mut()) {
+                let mut terms = Vec::new();
+                analyzer
+                    .token_stream(phrase)
+                    .process(&mut |t| terms.push(Term::from_field_text(field.field, &t.text)));
+                terms.truncate(MAX_QUERY_TOKENS);
+                let query: Box<dyn Query> = match terms.len() {
+                    0 => continue,
+                    1 => term_query(terms.remove(0)),
+                    _ => Box::new(PhraseQuery::new(terms)),
+                };
+                alternatives.push((Occur::Should, field.boost(query)));
+            }
+        }
+        // A phrase whose words reach no field means the phrase cannot match.
+        let phrase_count = parts.phrases.iter().filter(|p| has_word(p)).count();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for alternatives in phrases.into_iter().filter(|a| !a.is_empty()) {
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(alternatives))));
+        }
+        if clauses.len() < phrase_count {
+            return Ok(Some(Box::new(tantivy::query::EmptyQuery)));
+        }
+        if clauses.is_empty() {
+            if words.is_empty() {
+                return Ok(None);
+            }
+            return Ok(Some(Box::new(BooleanQuery::new(words))));
+        }
+        // Words next to a phrase only rank the phrase matches, they are not required.
+        clauses.extend(words);
+        Ok(Some(Box::new(BooleanQuery::new(clauses))))
+    }
+}
+
+/// A field to search and how much its matches weigh.
+struct SearchField {
+    field: Field,
+    boost: Option<f32>,
+}
+
+impl SearchField {
+    fn boost(&self, query: Box<dyn Query>) -> Box<dyn Query> {
+        match self.boost {
+            Some(boost) => Box::new(BoostQuery::new(query, boost)),
+            None => query,
+        }
+    }
+}
+
+/// The text and heading fields that hold any term in this searcher: most
+/// indexes use a few languages, and looking query terms up in the empty
+/// fields of the others is wasted work.
+fn searchable_fields(
+    searcher: &Searcher,
+    fields: &Fields,
+) -> Result<Vec<SearchField>, SearchError> {
+    let mut out = Vec::new();
+    for lang in fields.analysed() {
+        for (field, boost) in [(lang.text, None), (lang.heading, Some(HEADING_BOOST))] {
+            let mut used = false;
+            for segment in searcher.segment_readers() {
+                if segment.inverted_index(field)?.terms().num_terms() > 0 {
+                    used = true;
+                    break;
+                }
+            }
+            if used {
+                out.push(SearchField { field, boost });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn term_query(term: Term) -> Box<dyn Query> {
+    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
+}
+
+/// A clause that admits only chunks carrying one of `terms` and adds nothing
+/// to their score, so filters never change the ranking.
+fn filter(terms: impl IntoIterator<Item = Term>) -> (Occur, Box<dyn Query>) {
+    let set = TermSetQuery::new(terms);
+    (
+        Occur::Must,
+        Box::new(ConstScoreQuery::new(Box::new(set), 0.0)),
+    )
+}
+
+/// The user's text split into loose words and `"quoted phrases"`; an
+/// unbalanced quote counts as plain text.
+#[derive(Debug, Default, PartialEq)]
+struct Parts<'a> {
+    words: Vec<&'a str>,
+    phrases: Vec<&'a str>,
+}
+
+fn split_phrases(text: &str) -> Parts<'_> {
+    let pieces: Vec<&str> = text.split('"').collect();
+    let last = pieces.len() - 1;
+    let mut parts = Parts::default();
+    for (i, piece) in pieces.into_iter().enumerate() {
+        // Odd pieces sit between two quotes, except a trailing unclosed one.
+        if i % 2 == 1 && i < last {
+            parts.phrases.push(piece);
+        } else {
+            parts.words.push(piece);
+        }
+    }
+    parts
+}
+
+fn has_word(text: &str) -> bool {
+    text.chars().any(char::is_alphanumeric)
+}
+
+/// Reads chunk and document ids from the columns of each hit's segment.
+fn resolve_hits(
+    searcher: &Searcher,
+    top: Vec<(f32, DocAddress)>,
+) -> Result<Vec<KeywordHit>, SearchError> {
+    let mut columns: HashMap<u32, (Column<i64>, StrColumn)> = HashMap::new();
+    let mut hits = Vec::with_capacity(top.len());
+    let mut buf = String::new();
+    for (score, address) in top {
+        let (chunk_ids, document_ids) = match columns.entry(address.segment_ord) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+                let chunk_ids = fast.i64(CHUNK_ID)?;
+                let document_ids = fast.str(DOCUMENT_ID)?.ok_or_else(|| {
+                    SearchError::Internal(format!(
+                        "keyword index segment lacks the {DOCUMENT_ID} column"
+                    ))
+                })?;
+                e.insert((chunk_ids, document_ids))
+            }
+        };
+        let missing = || {
+            SearchError::Internal(format!(
+                "keyword index document {address:?} has no chunk or document id"
+            ))
+        };
+        let chunk_id = chunk_ids.first(address.doc_id).ok_or_else(missing)?;
+        let ord = document_ids
+            .ords()
+            .first(address.doc_id)
+            .ok_or_else(missing)?;
+        buf.clear();
+        document_ids.ord_to_str(ord, &mut buf).map_err(|e| {
+            SearchError::Internal(format!("cannot read document id of chunk {chunk_id}: {e}"))
+        })?;
+        let document_id = Uuid::parse_str(&buf).map_err(|_| {
+            SearchError::Internal(format!(
+                "chunk {chunk_id} has document id {buf:?}, not a uuid"
+            ))
+        })?;
+        hits.push(KeywordHit {
+            chunk_id,
+            document_id,
+            score,
+        });
+    }
+    Ok(hits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_split_into_phrases() {
+        fn check(text: &str, words: &[&str], phrases: &[&str]) {
+            let parts = split_phrases(text);
+            assert_eq!(parts.words, words, "words of {text:?}");
+            assert_eq!(parts.phrases, phrases, "phrases of {text:?}");
+        }
+        check("plain words", &["plain words"], &[]);
+        check(r#"a "b c" d"#, &["a ", " d"], &["b c"]);
+        check(r#""only phrase""#, &["", ""], &["only phrase"]);
+        check(r#"open "quote"#, &["open ", "quote"], &[]);
+        check(r#"x "p1" y "p2" "#, &["x ", " y ", " "], &["p1", "p2"]);
+        check(r#"""#, &["", ""], &[]);
+    }
+}

@@ -1,0 +1,135 @@
+//! The pool, the start-up checks that keep row-level security meaningful, and
+//! transactions that say whom they act for.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::StoreError;
+
+/// Whom a transaction acts for. Row-level security decides what it sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A person or service user: sees the spaces they are a member of.
+    User(Uuid),
+    /// Trusted internal work (index follower, ingest CLI, admin bootstrap):
+    /// sees everything. Never used for anything a user's input can steer.
+    System,
+}
+
+/// A transaction with its scope already set, transaction-locally.
+pub type ScopedTx = Transaction<'static, Postgres>;
+
+/// The server's handle to PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: PgPool,
+}
+
+impl Db {
+    /// Connects as the server's role and refuses roles that would make
+    /// row-level security meaningless (superuser, BYPASSRLS, table owner).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.application_name("data-plane"))
+            .await?;
+        let db = Db { pool };
+        db.check_role().await?;
+        Ok(db)
+    }
+
+    /// Wraps an existing pool without the role checks (tests that deliberately
+    /// connect as another role use this).
+    pub fn from_pool_unchecked(pool: PgPool) -> Self {
+        Db { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Fails when the connected role could bypass row-level security.
+    pub async fn check_role(&self) -> Result<(), StoreError> {
+        let (role, superuser, bypass): (String, bool, bool) = sqlx::query_as(
+            "SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if superuser {
+            return Err(StoreError::UnsafeRole {
+                role,
+                reason: "it is a superuser".into(),
+            });
+        }
+        if bypass {
+            return Err(StoreError::UnsafeRole {
+                role,
+                reason: "it has BYPASSRLS".into(),
+            });
+        }
+        let owned: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm')
+               AND pg_has_role(current_user, c.relowner, 'USAGE')
+             ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if !owned.is_empty() {
+            return Err(StoreError::UnsafeRole {
+                role,
+                reason: format!(
+                    "it owns (or is a member of the owner of) tables: {}",
+                    owned.join(", ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that `chunks.embedding` has the dimension the embedder produces.
+    pub async fn check_embedding_dimension(&self, dimension: usize) -> Result<(), StoreError> {
+        let typmod: Option<i32> = sqlx::query_scalar(
+            "SELECT atttypmod FROM pg_attribute
+             WHERE attrelid = 'chunks'::regclass AND attname = 'embedding'",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        match typmod {
+            Some(d) if d as usize == dimension => Ok(()),
+            Some(d) => Err(StoreError::Schema(format!(
+                "the embedding model produces {dimension}-dimensional vectors but chunks.embedding is vector({d}); \
+                 use a model with {d} dimensions or add a migration that changes the column"
+            ))),
+            None => Err(StoreError::Schema(
+                "chunks.embedding is missing: run `data-plane migrate`".into(),
+            )),
+        }
+    }
+
+    /// Begins a transaction acting for `scope`.
+    pub async fn begin(&self, scope: Scope) -> Result<ScopedTx, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        set_scope(&mut tx, scope).await?;
+        Ok(tx)
+    }
+}
+
+/// Sets the transaction-local identity that the policies read.
+pub(crate) async fn set_scope(tx: &mut ScopedTx, scope: Scope) -> Result<(), StoreError> {
+    let (user, system) = match scope {
+        Scope::User(id) => (id.to_string(), "off"),
+        Scope::System => (String::new(), "on"),
+    };
+    sqlx::query("SELECT set_config('data_plane.user_id', $1, true), set_config('data_plane.system', $2, true)")
+        .bind(user)
+        .bind(system)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}

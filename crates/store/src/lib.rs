@@ -1,0 +1,18 @@
+//! PostgreSQL access for data-plane: the connection pool with its start-up
+//! safety checks, transactions scoped to a user (row-level security) or to the
+//! system, the repositories, and the migrations runner.
+
+pub mod content;
+mod db;
+mod error;
+pub mod identity;
+pub mod index_log;
+pub mod migrate;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use db::{Db, Scope, ScopedTx};
+pub use error::StoreError;
+
+/// The dimension of `chunks.embedding` in the schema (`vector(384)`).
+pub const SCHEMA_EMBEDDING_DIMENSION: usize = 384;
