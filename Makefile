@@ -49,10 +49,10 @@ run: setup build ## set up, build, migrate, ingest the demo corpus and serve
 # but does not run doc tests, hence the second command.
 test: setup ## set up, then run every test against the real PostgreSQL
 	if command -v cargo-nextest >/dev/null; then \
-		cargo nextest run --workspace; \
+		cargo nextest run --workspace --no-fail-fast; \
 		cargo test --doc --workspace; \
 	else \
-		cargo test --workspace; \
+		cargo test --workspace --no-fail-fast; \
 	fi
 
 lint: ## formatting and clippy, warnings as errors
