@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Embedding throughput: our local engine (candle) against PyTorch
+# Embedding throughput: our local engine (own BERT pass) against PyTorch
 # sentence-transformers on the same model, machine and texts. Prints
 # sentences/s and tokens/s for both and the ratio ours/pytorch.
 # EMBED_SWEEP=1 also times other batch sizes and thread counts.

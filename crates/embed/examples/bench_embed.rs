@@ -3,8 +3,8 @@
 //!
 //! Usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep]
 //! TEXTS_JSON is a JSON array of strings. `--sweep` also times other batch
-//! sizes, thread counts and unsorted batches on the first 100 texts, once
-//! each, for docs/embeddings.md.
+//! sizes and thread counts on the first 100 texts, once each, for
+//! docs/embeddings.md, with all texts in one call and with one call per batch.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -37,21 +37,21 @@ fn load(
     }
 }
 
-/// Best wall time of `repeats` runs, after one warm-up batch. With `sorted`
-/// false the texts go in consecutive chunks of one batch each, so batches
-/// hold whatever lengths happen to be neighbours.
+/// Best wall time of `repeats` runs, after one warm-up batch. With
+/// `one_call` false the texts go in one call per batch, as a caller feeding
+/// chunks as they come would.
 fn time(
     embedder: &LocalEmbedder,
     texts: &[String],
     batch_size: usize,
-    sorted: bool,
+    one_call: bool,
     repeats: usize,
 ) -> Result<f64, EmbedError> {
     embedder.embed_blocking(&texts[..batch_size.min(texts.len())])?;
     let mut best = f64::MAX;
     for _ in 0..repeats {
         let start = Instant::now();
-        if sorted {
+        if one_call {
             embedder.embed_blocking(texts)?;
         } else {
             for chunk in texts.chunks(batch_size) {
@@ -104,7 +104,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let embedder = load(&model_dir, None, batch)?;
             let seconds = time(&embedder, texts, batch, true, 1)?;
             report(
-                &format!("embed.sweep.batch{batch}.sorted"),
+                &format!("embed.sweep.batch{batch}.one_call"),
                 texts.len(),
                 tokens,
                 seconds,
@@ -112,7 +112,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if batch > 1 {
                 let seconds = time(&embedder, texts, batch, false, 1)?;
                 report(
-                    &format!("embed.sweep.batch{batch}.unsorted"),
+                    &format!("embed.sweep.batch{batch}.call_per_batch"),
                     texts.len(),
                     tokens,
                     seconds,

@@ -20,7 +20,7 @@ pub enum EmbedError {
     Tokenize(String),
 
     #[error("embedding model inference failed: {0}")]
-    Inference(#[from] candle_core::Error),
+    Inference(String),
 
     #[error("embedding worker stopped before finishing: {0}")]
     Worker(String),

@@ -6,6 +6,7 @@
 
 mod bert;
 mod error;
+mod kernels;
 mod local;
 mod remote;
 mod vector;
@@ -27,9 +28,9 @@ pub const DIMENSION: usize = 384;
 /// is ignored, exactly as sentence-transformers does.
 pub const DEFAULT_MAX_TOKENS: usize = 256;
 
-/// Texts per forward pass of the local model: big enough for efficient GEMMs,
-/// small enough that length-sorted batches carry little padding (see
-/// docs/embeddings.md; not yet confirmed by a full sweep).
+/// Texts per forward pass of the local model. Texts are packed without
+/// padding, so this only bounds activation memory and sets GEMM sizes;
+/// 8 to 64 measured within noise of each other (docs/embeddings.md).
 pub const DEFAULT_LOCAL_BATCH_SIZE: usize = 16;
 
 /// Texts per request to a remote endpoint; OpenAI accepts up to 2048.

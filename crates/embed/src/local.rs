@@ -1,16 +1,14 @@
 //! The local engine: a BERT sentence-transformer (all-MiniLM-L6-v2) run on the
-//! CPU with candle, pooled and normalised exactly as sentence-transformers does.
+//! CPU by our own forward pass, pooled and normalised exactly as
+//! sentence-transformers does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 use crate::bert::{Bert, Config};
 use crate::error::EmbedError;
-use crate::vector::normalise;
 
 const CONFIG_FILE: &str = "config.json";
 const WEIGHTS_FILE: &str = "model.safetensors";
@@ -24,7 +22,6 @@ pub struct LocalEmbedder {
 
 struct Inner {
     model: Bert,
-    device: Device,
     tokenizer: Tokenizer,
     // A private pool so the configured thread count holds no matter what else
     // in the process uses rayon's global pool.
@@ -88,17 +85,13 @@ impl LocalEmbedder {
             )));
         }
 
-        let device = Device::Cpu;
-        let tensors = candle_core::safetensors::load(&weights_path, &device).map_err(|e| {
-            EmbedError::ModelFile {
-                path: weights_path.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = Bert::load(vb, &config).map_err(|e| EmbedError::ModelFile {
+        let weights = std::fs::read(&weights_path).map_err(|e| EmbedError::ModelFile {
             path: weights_path.clone(),
             reason: e.to_string(),
+        })?;
+        let model = Bert::load(&weights, &config).map_err(|reason| EmbedError::ModelFile {
+            path: weights_path.clone(),
+            reason,
         })?;
 
         let mut tokenizer =
@@ -145,7 +138,6 @@ impl LocalEmbedder {
         Ok(Self {
             inner: Arc::new(Inner {
                 model,
-                device,
                 tokenizer,
                 pool,
                 batch_size,
@@ -220,47 +212,13 @@ impl Inner {
             .tokenizer
             .encode_batch(inputs, true)
             .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-
-        // Batching texts of similar length keeps padding, which costs as much
-        // compute as real tokens, to a minimum.
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
-
-        let mut vectors = vec![Vec::new(); encodings.len()];
-        for batch in order.chunks(self.batch_size) {
-            let batch_encodings: Vec<&Encoding> = batch.iter().map(|&i| &encodings[i]).collect();
-            let batch_vectors = self.forward(&batch_encodings)?;
-            for (&i, vector) in batch.iter().zip(batch_vectors) {
-                vectors[i] = vector;
-            }
-        }
-        Ok(vectors)
-    }
-
-    /// Mean-pooled, normalised vectors of one batch.
-    fn forward(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let rows = encodings.len();
-        let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
-        let mut ids = vec![0u32; rows * width];
-        let mut mask = vec![0u32; rows * width];
-        for (row, encoding) in encodings.iter().enumerate() {
-            let start = row * width;
-            ids[start..start + encoding.len()].copy_from_slice(encoding.get_ids());
-            mask[start..start + encoding.len()].copy_from_slice(encoding.get_attention_mask());
-        }
-        let device = &self.device;
-        let ids = Tensor::from_vec(ids, (rows, width), device)?;
-        let mask = Tensor::from_vec(mask, (rows, width), device)?;
-
-        let hidden = self.model.forward(&ids, &mask)?;
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
-        let pooled = summed.broadcast_div(&counts)?;
-
-        let mut vectors = pooled.to_vec2::<f32>()?;
-        for vector in &mut vectors {
-            normalise(vector);
+        // Texts are packed without padding, so batch neighbours cost nothing
+        // and no sorting by length is needed; batches only bound the memory
+        // of the activations.
+        let mut vectors = Vec::with_capacity(encodings.len());
+        for batch in encodings.chunks(self.batch_size) {
+            let ids: Vec<&[u32]> = batch.iter().map(Encoding::get_ids).collect();
+            vectors.extend(self.model.embed(&ids).map_err(EmbedError::Inference)?);
         }
         Ok(vectors)
     }

@@ -20,9 +20,14 @@ struct Corpus {
 async fn corpus(db: &Db) -> Corpus {
     let mut tx = db.begin(Scope::System).await.unwrap();
     let (space, _) = identity::ensure_space(&mut tx, "notes").await.unwrap();
-    let source = content::ensure_source(&mut tx, space.id, "files", SourceKind::Files).await.unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "files", SourceKind::Files)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
-    Corpus { space: space.id, source: source.id }
+    Corpus {
+        space: space.id,
+        source: source.id,
+    }
 }
 
 /// Writes a document whose chunks are the given paragraphs.
@@ -60,13 +65,20 @@ async fn write(db: &Db, c: &Corpus, path: &str, paragraphs: &[&str]) -> Uuid {
     let outcome = content::write_document(&mut tx, &doc).await.unwrap();
     tx.commit().await.unwrap();
     match outcome {
-        content::WriteOutcome::Created(id) | content::WriteOutcome::Replaced(id) | content::WriteOutcome::Unchanged(id) => id,
+        content::WriteOutcome::Created(id)
+        | content::WriteOutcome::Replaced(id)
+        | content::WriteOutcome::Unchanged(id) => id,
     }
 }
 
 fn hits(index: &KeywordIndex, c: &Corpus, text: &str) -> Vec<Uuid> {
     let mut docs: Vec<Uuid> = index
-        .search(&KeywordQuery { text: text.into(), space_ids: vec![c.space], limit: 50, ..KeywordQuery::default() })
+        .search(&KeywordQuery {
+            text: text.into(),
+            space_ids: vec![c.space],
+            limit: 50,
+            ..KeywordQuery::default()
+        })
         .unwrap()
         .into_iter()
         .map(|h| h.document_id)
@@ -81,8 +93,20 @@ async fn changes_deletes_and_restarts_reach_the_index() {
     let c = corpus(&test.db).await;
     let dir = tempfile::tempdir().unwrap();
 
-    let vacuum = write(&test.db, &c, "admin/vacuum.txt", &["vacuum reclaims dead tuples", "autovacuum runs it"]).await;
-    let index_doc = write(&test.db, &c, "admin/indexes.txt", &["btree indexes speed lookups"]).await;
+    let vacuum = write(
+        &test.db,
+        &c,
+        "admin/vacuum.txt",
+        &["vacuum reclaims dead tuples", "autovacuum runs it"],
+    )
+    .await;
+    let index_doc = write(
+        &test.db,
+        &c,
+        "admin/indexes.txt",
+        &["btree indexes speed lookups"],
+    )
+    .await;
     {
         let index = KeywordIndex::open_or_create(dir.path()).unwrap();
         let follower = Follower::new(test.db.clone(), index.clone());
@@ -94,23 +118,46 @@ async fn changes_deletes_and_restarts_reach_the_index() {
     }
 
     // While no index is open, a document changes and another is deleted.
-    write(&test.db, &c, "admin/vacuum.txt", &["vacuum full rewrites the table"]).await;
+    write(
+        &test.db,
+        &c,
+        "admin/vacuum.txt",
+        &["vacuum full rewrites the table"],
+    )
+    .await;
     let mut tx = test.db.begin(Scope::System).await.unwrap();
     content::delete_document(&mut tx, index_doc).await.unwrap();
     tx.commit().await.unwrap();
 
     let index = KeywordIndex::open_or_create(dir.path()).unwrap();
-    assert_eq!(hits(&index, &c, "btree"), vec![index_doc], "the reopened index holds its last commit");
+    assert_eq!(
+        hits(&index, &c, "btree"),
+        vec![index_doc],
+        "the reopened index holds its last commit"
+    );
     let follower = Follower::new(test.db.clone(), index.clone());
-    assert_eq!(follower.catch_up().await.unwrap(), 2, "only the entries after the stored sequence");
-    assert!(hits(&index, &c, "btree").is_empty(), "a deleted document is gone");
-    assert!(hits(&index, &c, "autovacuum").is_empty(), "replaced chunks are gone");
+    assert_eq!(
+        follower.catch_up().await.unwrap(),
+        2,
+        "only the entries after the stored sequence"
+    );
+    assert!(
+        hits(&index, &c, "btree").is_empty(),
+        "a deleted document is gone"
+    );
+    assert!(
+        hits(&index, &c, "autovacuum").is_empty(),
+        "replaced chunks are gone"
+    );
     assert_eq!(hits(&index, &c, "rewrites"), vec![vacuum]);
     assert_eq!(index.num_chunks(), 1);
 
     // A rebuild from scratch agrees with the incremental index.
     let fresh = KeywordIndex::in_memory().unwrap();
-    let chunks = Follower::new(test.db.clone(), fresh.clone()).rebuild().await.unwrap();
+    let chunks = Follower::new(test.db.clone(), fresh.clone())
+        .rebuild()
+        .await
+        .unwrap();
     assert_eq!(chunks, 1);
     assert_eq!(fresh.last_seq().unwrap(), index.last_seq().unwrap());
     assert_eq!(hits(&fresh, &c, "rewrites"), vec![vacuum]);
@@ -124,14 +171,26 @@ async fn the_running_follower_picks_up_new_documents_by_itself() {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(Follower::new(test.db.clone(), index.clone()).run(stopped));
 
-    let id = write(&test.db, &c, "wal.txt", &["write ahead logging protects commits"]).await;
+    let id = write(
+        &test.db,
+        &c,
+        "wal.txt",
+        &["write ahead logging protects commits"],
+    )
+    .await;
     // Notification-driven: well under the 5 s poll interval, but bounded.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while hits(&index, &c, "logging").is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the follower never applied the new document");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower never applied the new document"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(hits(&index, &c, "logging"), vec![id]);
     stop.send(true).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), task).await.unwrap().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
 }
