@@ -1,0 +1,84 @@
+//! The context every tool call runs in, and the run-time settings it carries.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::Permission;
+
+/// Settings an admin changes at run time (stored in PostgreSQL, read per
+/// request so every replica sees a change on its next request).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Whether web_search is offered at all (off until an admin switches it on).
+    pub web_search_enabled: bool,
+    /// Whether fetch_web_page is offered (on unless an admin switches it off).
+    pub fetch_web_page_enabled: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            web_search_enabled: false,
+            fetch_web_page_enabled: true,
+        }
+    }
+}
+
+/// Who calls, where, and under which settings.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub user_id: Uuid,
+    /// `None`: across every space the user may read.
+    pub space_id: Option<Uuid>,
+    pub request_id: String,
+    pub permission: Permission,
+    pub settings: Arc<Settings>,
+    /// The id of the call being executed; the registry fills it in when the
+    /// caller did not (an agent passes the model's tool-call id).
+    pub call_id: Option<String>,
+    /// The tool call that started the sub-agent making this call.
+    pub parent_call_id: Option<String>,
+    /// When set, only these tools are offered and may run (a sub-agent's
+    /// allow-list).
+    pub allow_list: Option<Arc<[String]>>,
+}
+
+impl ToolContext {
+    pub fn new(user_id: Uuid, space_id: Option<Uuid>, permission: Permission) -> Self {
+        ToolContext {
+            user_id,
+            space_id,
+            request_id: Uuid::new_v4().to_string(),
+            permission,
+            settings: Arc::new(Settings::default()),
+            call_id: None,
+            parent_call_id: None,
+            allow_list: None,
+        }
+    }
+
+    pub fn with_settings(mut self, settings: Arc<Settings>) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn with_request_id(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = request_id.into();
+        self
+    }
+
+    pub fn with_call_id(mut self, call_id: impl Into<String>) -> Self {
+        self.call_id = Some(call_id.into());
+        self
+    }
+
+    /// Whether the allow-list (if any) names `tool`.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.allow_list
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == tool))
+    }
+}

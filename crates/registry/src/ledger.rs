@@ -1,0 +1,69 @@
+//! The registry's link to durable state: rate limits and the audit log.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{RateLimits, ToolContext};
+
+/// Why a call was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+}
+
+/// One audit row, stamped by the registry after every call.
+#[derive(Debug, Clone)]
+pub struct AuditRecord {
+    pub tool: String,
+    pub call_id: String,
+    pub duration_ms: u64,
+    pub ts: DateTime<Utc>,
+    pub user_id: Uuid,
+    pub space_id: Option<Uuid>,
+    pub request_id: String,
+    pub parent_call_id: Option<String>,
+    pub success: bool,
+    pub error: Option<String>,
+    pub args: Value,
+}
+
+/// Rate-limit state and the audit log, kept where every replica sees them.
+#[async_trait]
+pub trait Ledger: Send + Sync {
+    /// Counts the call against `limits`, or refuses it. Only called for tools
+    /// that have limits.
+    async fn admit(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        limits: &RateLimits,
+    ) -> Result<(), LedgerError>;
+
+    /// Stores the audit record.
+    async fn record(&self, record: AuditRecord) -> Result<(), LedgerError>;
+}
+
+/// What can go wrong in the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("{}", .0.message)]
+    Refused(Refusal),
+    #[error("ledger unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Admits everything, records nothing (unit tests, tools listings).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoLedger;
+
+#[async_trait]
+impl Ledger for NoLedger {
+    async fn admit(&self, _: &ToolContext, _: &str, _: &RateLimits) -> Result<(), LedgerError> {
+        Ok(())
+    }
+    async fn record(&self, _: AuditRecord) -> Result<(), LedgerError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,475 @@
+//! The registry built at start-up, `get_available_tools` and `execute_tool`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+use serde_json::{Value, json};
+
+use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
+use crate::ledger::{AuditRecord, Ledger, LedgerError};
+use crate::suggest::close_names;
+use crate::{Callbacks, ErrorCode, ToolContext, ToolError, ToolResult};
+
+/// A definition joined with its handler.
+pub struct ToolEntry {
+    pub name: String,
+    /// The OpenAI function object: name, description, parameters.
+    pub definition: Value,
+    pub definition_file: String,
+    pub handler_file: &'static str,
+    pub meta: ToolMeta,
+    pub available: fn(&ToolContext) -> bool,
+    pub args_schema: Value,
+    handler: Arc<dyn ToolHandler>,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for ToolEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolEntry")
+            .field("name", &self.name)
+            .field("definition_file", &self.definition_file)
+            .field("handler_file", &self.handler_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntry {
+    /// Whether the tool appears for `ctx`: its predicate, the allow-list and
+    /// the caller's permission all agree.
+    pub fn is_offered(&self, ctx: &ToolContext) -> bool {
+        (self.available)(ctx) && ctx.allows(&self.name) && ctx.permission >= self.meta.permission
+    }
+
+    /// The entry in OpenAI's `tools` format.
+    pub fn openai_tool(&self) -> Value {
+        json!({ "type": "function", "function": self.definition })
+    }
+}
+
+/// The registry could not be built; every problem is listed, each naming its file.
+#[derive(Debug, thiserror::Error)]
+#[error("the tool registry is inconsistent:\n  - {}", .problems.join("\n  - "))]
+pub struct RegistryError {
+    pub problems: Vec<String>,
+}
+
+/// The single source of truth for which tools exist.
+pub struct Registry {
+    tools: Vec<ToolEntry>,
+    by_name: HashMap<String, usize>,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+const DEFINITION_KEYS: &[&str] = &["name", "description", "parameters", "strict"];
+
+/// Checks a definition's shape; returns (name, parameters validator).
+fn check_definition(def: &DefinitionFile) -> Result<(Value, jsonschema::Validator), String> {
+    let file = &def.file;
+    let value: Value =
+        serde_json::from_str(&def.text).map_err(|e| format!("{file}: not valid JSON: {e}"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| format!("{file}: must be a JSON object"))?;
+    if let Some(key) = obj.keys().find(|k| !DEFINITION_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "{file}: unknown key {key:?} (allowed: {})",
+            DEFINITION_KEYS.join(", ")
+        ));
+    }
+    let name = obj
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{file}: \"name\" must be a string"))?;
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid_name {
+        return Err(format!(
+            "{file}: tool name {name:?} must be 1-64 characters of a-z, A-Z, 0-9, _ or -"
+        ));
+    }
+    let stem = std::path::Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if stem != name {
+        return Err(format!(
+            "{file}: the file must be named after its tool ({name}.json)"
+        ));
+    }
+    match obj.get("description").and_then(Value::as_str) {
+        Some(d) if !d.trim().is_empty() => {}
+        _ => {
+            return Err(format!(
+                "{file}: \"description\" must be a non-empty string"
+            ));
+        }
+    }
+    let params = obj
+        .get("parameters")
+        .ok_or_else(|| format!("{file}: \"parameters\" is missing"))?;
+    if params.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(format!(
+            "{file}: \"parameters\" must be a JSON Schema with \"type\": \"object\""
+        ));
+    }
+    let properties = params
+        .get("properties")
+        .and_then(Value::as_object)
+        .ok_or_else(|| format!("{file}: \"parameters.properties\" must be an object"))?;
+    if params.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return Err(format!(
+            "{file}: \"parameters.additionalProperties\" must be false so misspelt arguments are refused"
+        ));
+    }
+    for (prop, schema) in properties {
+        if schema.get("description").and_then(Value::as_str).is_none() {
+            return Err(format!(
+                "{file}: parameter {prop:?} has no description (the model reads it)"
+            ));
+        }
+    }
+    if let Some(required) = params.get("required") {
+        let required = required
+            .as_array()
+            .ok_or_else(|| format!("{file}: \"parameters.required\" must be an array"))?;
+        for r in required {
+            let r = r.as_str().unwrap_or_default();
+            if !properties.contains_key(r) {
+                return Err(format!(
+                    "{file}: required parameter {r:?} is not among the properties"
+                ));
+            }
+        }
+    }
+    jsonschema::meta::validate(params)
+        .map_err(|e| format!("{file}: \"parameters\" is not valid JSON Schema: {e}"))?;
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(params)
+        .map_err(|e| format!("{file}: \"parameters\" cannot be compiled: {e}"))?;
+    Ok((value, validator))
+}
+
+impl Registry {
+    /// Joins definitions with handlers. Any definition without a handler,
+    /// handler without a definition, duplicate name or alias, or invalid
+    /// definition is an error that names the files.
+    pub fn build(
+        definitions: Vec<DefinitionFile>,
+        handlers: Vec<HandlerEntry>,
+        ledger: Arc<dyn Ledger>,
+    ) -> Result<Registry, RegistryError> {
+        let mut problems = Vec::new();
+        let mut defs: BTreeMap<String, (Value, jsonschema::Validator, String)> = BTreeMap::new();
+        for def in &definitions {
+            match check_definition(def) {
+                Ok((value, validator)) => {
+                    let name = value["name"].as_str().unwrap_or_default().to_string();
+                    if let Some((_, _, first)) = defs.get(&name) {
+                        problems.push(format!(
+                            "two definitions name the tool {name}: {first} and {}",
+                            def.file
+                        ));
+                    } else {
+                        defs.insert(name, (value, validator, def.file.clone()));
+                    }
+                }
+                Err(problem) => problems.push(problem),
+            }
+        }
+        let mut seen_handlers: HashMap<&str, &str> = HashMap::new();
+        for h in &handlers {
+            if let Some(first) = seen_handlers.insert(h.name, h.file) {
+                problems.push(format!(
+                    "two handlers name the tool {}: {first} and {}",
+                    h.name, h.file
+                ));
+            }
+        }
+        for h in &handlers {
+            if !defs.contains_key(h.name) {
+                problems.push(format!(
+                    "handler {} has no definition (expected definitions/{}.json)",
+                    h.file, h.name
+                ));
+            }
+        }
+        for (name, (_, _, file)) in &defs {
+            if !seen_handlers.contains_key(name.as_str()) {
+                problems.push(format!(
+                    "definition {file} has no handler (expected handlers/src/{name}.rs, listed in handlers::all())"
+                ));
+            }
+        }
+
+        let mut tools = Vec::new();
+        let mut handlers = handlers;
+        handlers.sort_by_key(|h| h.name);
+        for h in handlers {
+            let Some((definition, validator, file)) = defs.remove(h.name) else {
+                continue;
+            };
+            tools.push(ToolEntry {
+                name: h.name.to_string(),
+                definition,
+                definition_file: file,
+                handler_file: h.file,
+                meta: h.meta,
+                available: h.available,
+                args_schema: h.args_schema,
+                handler: h.handler,
+                validator,
+            });
+        }
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for (i, t) in tools.iter().enumerate() {
+            by_name.insert(t.name.clone(), i);
+        }
+        for (i, t) in tools.iter().enumerate() {
+            for alias in t.meta.aliases {
+                if let Some(&other) = by_name.get(*alias) {
+                    if other != i {
+                        problems.push(format!(
+                            "alias {alias:?} of {} ({}) clashes with {}",
+                            t.name, t.handler_file, tools[other].name
+                        ));
+                    }
+                    continue;
+                }
+                by_name.insert((*alias).to_string(), i);
+            }
+        }
+        if !problems.is_empty() {
+            return Err(RegistryError { problems });
+        }
+        Ok(Registry {
+            tools,
+            by_name,
+            ledger,
+        })
+    }
+
+    /// Every tool, alphabetically.
+    pub fn tools(&self) -> &[ToolEntry] {
+        &self.tools
+    }
+
+    /// A tool by name or alias.
+    pub fn get(&self, name: &str) -> Option<&ToolEntry> {
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The tools offered in `ctx`, in OpenAI's `tools` format.
+    pub fn get_available_tools(&self, ctx: &ToolContext) -> Vec<Value> {
+        self.available_entries(ctx)
+            .map(ToolEntry::openai_tool)
+            .collect()
+    }
+
+    /// The entries offered in `ctx`.
+    pub fn available_entries<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+    ) -> impl Iterator<Item = &'a ToolEntry> + 'a {
+        self.tools.iter().filter(move |t| t.is_offered(ctx))
+    }
+
+    /// Runs one call through the whole pipeline. Never panics and never
+    /// fails outside the returned [`ToolResult`].
+    pub async fn execute_tool(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        callbacks: &dyn Callbacks,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let ts = chrono::Utc::now();
+        let call_id = ctx
+            .call_id
+            .clone()
+            .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+        let entry = self.get(name);
+        let tool_name = entry.map_or(name, |e| e.name.as_str()).to_string();
+        callbacks.on_tool_call(&call_id, &tool_name, &args);
+
+        let outcome = match entry {
+            None => Err(self.unknown_tool(name, ctx)),
+            Some(entry) => {
+                let mut ctx = ctx.clone();
+                ctx.call_id = Some(call_id.clone());
+                self.run(entry, &args, &ctx, callbacks).await
+            }
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let result = match &outcome {
+            Ok(data) => ToolResult::ok(&tool_name, &call_id, data.clone(), duration_ms),
+            Err(e) => ToolResult::failed(&tool_name, &call_id, e, duration_ms),
+        };
+        match &outcome {
+            Ok(_) => {
+                tracing::debug!(tool = %tool_name, %call_id, duration_ms, "tool call succeeded")
+            }
+            Err(e) => {
+                tracing::info!(tool = %tool_name, %call_id, duration_ms, code = ?e.code, error = %e.message, "tool call failed")
+            }
+        }
+        let record = AuditRecord {
+            tool: tool_name.clone(),
+            call_id: call_id.clone(),
+            duration_ms,
+            ts,
+            user_id: ctx.user_id,
+            space_id: ctx.space_id,
+            request_id: ctx.request_id.clone(),
+            parent_call_id: ctx.parent_call_id.clone(),
+            success: result.success,
+            error: result.error.as_ref().map(|e| e.message.clone()),
+            args,
+        };
+        if let Err(e) = self.ledger.record(record).await {
+            tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
+        }
+        callbacks.on_tool_result(&call_id, &tool_name, &result);
+        result
+    }
+
+    fn unknown_tool(&self, name: &str, ctx: &ToolContext) -> ToolError {
+        let offered: Vec<&str> = self
+            .available_entries(ctx)
+            .map(|t| t.name.as_str())
+            .collect();
+        let candidates = self
+            .by_name
+            .keys()
+            .map(String::as_str)
+            .filter(|n| self.get(n).is_some_and(|t| t.is_offered(ctx)));
+        let close: Vec<&str> = close_names(name, candidates)
+            .into_iter()
+            .map(|n| self.get(n).map_or(n, |t| t.name.as_str()))
+            .collect();
+        let message = if close.is_empty() {
+            format!(
+                "unknown tool {name:?}; available tools: {}",
+                offered.join(", ")
+            )
+        } else {
+            format!(
+                "unknown tool {name:?}; did you mean {}?",
+                close
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        };
+        ToolError::new(ErrorCode::UnknownTool, message)
+    }
+
+    async fn run(
+        &self,
+        entry: &ToolEntry,
+        args: &Value,
+        ctx: &ToolContext,
+        callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        let name = entry.name.as_str();
+        if !(entry.available)(ctx) || !ctx.allows(name) {
+            let why = if ctx.allows(name) {
+                format!("it is offered only when {}", entry.meta.available_when)
+            } else {
+                "this agent may not use it".to_string()
+            };
+            return Err(ToolError::new(
+                ErrorCode::NotAvailable,
+                format!("tool {name} is not available here: {why}"),
+            ));
+        }
+        let args = match args {
+            Value::Null => Value::Object(Default::default()),
+            other => other.clone(),
+        };
+        let violations: Vec<String> = entry
+            .validator
+            .iter_errors(&args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !violations.is_empty() {
+            return Err(ToolError::invalid(format!(
+                "invalid arguments for {name}: {}",
+                violations.join("; ")
+            )));
+        }
+        if ctx.permission < entry.meta.permission {
+            return Err(ToolError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{name} needs permission level {:?} or above; the caller has {:?}",
+                    entry.meta.permission, ctx.permission
+                )
+                .to_lowercase(),
+            ));
+        }
+        if !entry.meta.limits.is_none() {
+            match self.ledger.admit(ctx, name, &entry.meta.limits).await {
+                Ok(()) => {}
+                Err(LedgerError::Refused(r)) => {
+                    return Err(ToolError::new(ErrorCode::RateLimited, r.message));
+                }
+                Err(e @ LedgerError::Unavailable(_)) => {
+                    tracing::warn!(tool = name, error = %e, "rate-limit check failed");
+                    return Err(ToolError::unavailable(format!(
+                        "{name} could not check its rate limit; try again shortly"
+                    )));
+                }
+            }
+        }
+        if entry.meta.needs_approval {
+            return Err(ToolError::new(
+                ErrorCode::ApprovalRequired,
+                format!(
+                    "{name} needs a person's approval before it runs, and this deployment has no approval gate"
+                ),
+            ));
+        }
+        let call = AssertUnwindSafe(entry.handler.call(args, ctx, callbacks)).catch_unwind();
+        match tokio::time::timeout(entry.meta.timeout, call).await {
+            Err(_) => Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{name} did not finish within {} ms",
+                    entry.meta.timeout.as_millis()
+                ),
+            )),
+            Ok(Err(_panic)) => {
+                tracing::error!(tool = name, "tool handler panicked");
+                Err(ToolError::internal(format!(
+                    "{name} failed unexpectedly; the error was logged"
+                )))
+            }
+            Ok(Ok(result)) => result,
+        }
+    }
+}

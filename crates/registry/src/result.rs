@@ -1,0 +1,114 @@
+//! What a tool call returns to the model: success with data, or a failure the
+//! model can act on. Never a panic, never an HTTP error.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a call failed, as a stable machine-readable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    UnknownTool,
+    NotAvailable,
+    InvalidArguments,
+    PermissionDenied,
+    RateLimited,
+    ApprovalRequired,
+    NotFound,
+    Timeout,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// Whether calling again unchanged may succeed.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::RateLimited | ErrorCode::Timeout | ErrorCode::Unavailable
+        )
+    }
+}
+
+/// The failure half of a [`ToolResult`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolFailure {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retryable: bool,
+}
+
+/// The outcome of one call, stamped by the registry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub success: bool,
+    pub tool: String,
+    pub call_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolFailure>,
+    pub duration_ms: u64,
+}
+
+impl ToolResult {
+    pub fn ok(tool: &str, call_id: &str, data: Value, duration_ms: u64) -> Self {
+        ToolResult {
+            success: true,
+            tool: tool.into(),
+            call_id: call_id.into(),
+            data: Some(data),
+            error: None,
+            duration_ms,
+        }
+    }
+
+    pub fn failed(tool: &str, call_id: &str, error: &ToolError, duration_ms: u64) -> Self {
+        ToolResult {
+            success: false,
+            tool: tool.into(),
+            call_id: call_id.into(),
+            data: None,
+            error: Some(ToolFailure {
+                code: error.code,
+                message: error.message.clone(),
+                retryable: error.code.retryable(),
+            }),
+            duration_ms,
+        }
+    }
+
+    /// The error code when the call failed.
+    pub fn code(&self) -> Option<ErrorCode> {
+        self.error.as_ref().map(|e| e.code)
+    }
+}
+
+/// An error a handler (or a step of the pipeline) reports.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArguments, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+}

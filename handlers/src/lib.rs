@@ -1,0 +1,111 @@
+//! One handler per tool (file = tool name = definition file stem), the
+//! explicit alphabetical list of all of them, and the PostgreSQL ledger that
+//! keeps rate limits and the audit log for the registry.
+
+pub mod deps;
+pub mod ledger;
+
+mod analyze_document;
+pub mod document_info;
+mod fetch_web_page;
+mod find_by_name;
+mod folder_tree;
+mod grep_documents;
+mod list_folder_contents;
+mod list_sources;
+mod query_documents;
+mod read_document;
+mod search_documents;
+mod web_search;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use data_plane_registry::{
+    Callbacks, DefinitionFile, HandlerEntry, Ledger, Registry, RegistryError, ToolContext,
+    ToolError, ToolHandler,
+};
+use serde_json::Value;
+
+pub use deps::Deps;
+pub use ledger::PgLedger;
+
+/// Every file of definitions/, embedded at build time.
+const DEFINITIONS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/definitions.rs"));
+
+/// The definition files as the registry reads them.
+pub fn definitions() -> Vec<DefinitionFile> {
+    DEFINITIONS
+        .iter()
+        .map(|(file, text)| DefinitionFile {
+            file: (*file).to_string(),
+            text: (*text).to_string(),
+        })
+        .collect()
+}
+
+/// Parses validated arguments into a handler's argument type.
+fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// Turns a handler module (`Args`, `META`, `available`, `run`) into a
+/// registry entry.
+macro_rules! entry {
+    ($deps:expr, $tool:ident) => {{
+        struct Handler(Arc<Deps>);
+
+        #[async_trait]
+        impl ToolHandler for Handler {
+            async fn call(
+                &self,
+                args: Value,
+                ctx: &ToolContext,
+                callbacks: &dyn Callbacks,
+            ) -> Result<Value, ToolError> {
+                let args: $tool::Args = parse_args(stringify!($tool), args)?;
+                let output = $tool::run(&self.0, args, ctx, callbacks).await?;
+                serde_json::to_value(output).map_err(|e| {
+                    ToolError::internal(format!(
+                        "{} produced unserialisable output: {e}",
+                        stringify!($tool)
+                    ))
+                })
+            }
+        }
+
+        HandlerEntry {
+            name: stringify!($tool),
+            file: concat!("handlers/src/", stringify!($tool), ".rs"),
+            meta: $tool::META,
+            available: $tool::available,
+            handler: Arc::new(Handler($deps.clone())),
+            args_schema: serde_json::to_value(schemars::schema_for!($tool::Args))
+                .unwrap_or_default(),
+        }
+    }};
+}
+
+/// Every handler, alphabetically.
+pub fn all(deps: &Arc<Deps>) -> Vec<HandlerEntry> {
+    vec![
+        entry!(deps, analyze_document),
+        entry!(deps, document_info),
+        entry!(deps, fetch_web_page),
+        entry!(deps, find_by_name),
+        entry!(deps, folder_tree),
+        entry!(deps, grep_documents),
+        entry!(deps, list_folder_contents),
+        entry!(deps, list_sources),
+        entry!(deps, query_documents),
+        entry!(deps, read_document),
+        entry!(deps, search_documents),
+        entry!(deps, web_search),
+    ]
+}
+
+/// The registry of every tool, with the given ledger.
+pub fn registry(deps: &Arc<Deps>, ledger: Arc<dyn Ledger>) -> Result<Registry, RegistryError> {
+    Registry::build(definitions(), all(deps), ledger)
+}
