@@ -54,7 +54,7 @@ fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result
 /// registry entry.
 macro_rules! entry {
     ($deps:expr, $tool:ident) => {{
-        struct Handler(Arc<Deps>);
+        struct Handler(Option<Arc<Deps>>);
 
         #[async_trait]
         impl ToolHandler for Handler {
@@ -64,8 +64,13 @@ macro_rules! entry {
                 ctx: &ToolContext,
                 callbacks: &dyn Callbacks,
             ) -> Result<Value, ToolError> {
+                let Some(deps) = &self.0 else {
+                    return Err(ToolError::unavailable(
+                        "this registry was built for listing only and cannot run tools",
+                    ));
+                };
                 let args: $tool::Args = parse_args(stringify!($tool), args)?;
-                let output = $tool::run(&self.0, args, ctx, callbacks).await?;
+                let output = $tool::run(deps, args, ctx, callbacks).await?;
                 serde_json::to_value(output).map_err(|e| {
                     ToolError::internal(format!(
                         "{} produced unserialisable output: {e}",
@@ -80,15 +85,16 @@ macro_rules! entry {
             file: concat!("handlers/src/", stringify!($tool), ".rs"),
             meta: $tool::META,
             available: $tool::available,
-            handler: Arc::new(Handler($deps.clone())),
+            handler: Arc::new(Handler($deps.cloned())),
             args_schema: serde_json::to_value(schemars::schema_for!($tool::Args))
                 .unwrap_or_default(),
         }
     }};
 }
 
-/// Every handler, alphabetically.
-pub fn all(deps: &Arc<Deps>) -> Vec<HandlerEntry> {
+/// Every handler, alphabetically. Without `deps` the handlers only describe
+/// themselves (for listings) and refuse to run.
+pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
     vec![
         entry!(deps, analyze_document),
         entry!(deps, document_info),
@@ -107,5 +113,15 @@ pub fn all(deps: &Arc<Deps>) -> Vec<HandlerEntry> {
 
 /// The registry of every tool, with the given ledger.
 pub fn registry(deps: &Arc<Deps>, ledger: Arc<dyn Ledger>) -> Result<Registry, RegistryError> {
-    Registry::build(definitions(), all(deps), ledger)
+    Registry::build(definitions(), all(Some(deps)), ledger)
+}
+
+/// The registry without any service behind it, for `data-plane tools` and
+/// checks that need no database.
+pub fn offline_registry() -> Result<Registry, RegistryError> {
+    Registry::build(
+        definitions(),
+        all(None),
+        Arc::new(data_plane_registry::NoLedger),
+    )
 }

@@ -1,5 +1,7 @@
 //! Bearer-token authentication: HS256 JWTs signed with the deployment's secret.
 
+use std::sync::Arc;
+
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use data_plane_store::identity::Permission;
@@ -72,11 +74,139 @@ impl JwtKeys {
     }
 }
 
-/// The authenticated caller of a request.
+/// Tokens of internal services, from `DATA_PLANE_SERVICE_TOKENS`
+/// (`name=token,name=token`). Only their SHA-256 digests are kept.
+#[derive(Clone, Default)]
+pub struct ServiceTokens {
+    entries: Arc<Vec<(String, [u8; 32])>>,
+}
+
+impl std::fmt::Debug for ServiceTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ServiceTokens")
+            .field("names", &names)
+            .finish()
+    }
+}
+
+/// Service tokens shorter than this are refused at start-up.
+pub const MIN_SERVICE_TOKEN_LEN: usize = 24;
+
+impl ServiceTokens {
+    /// Parses `name=token` pairs separated by commas.
+    pub fn parse(spec: &str) -> anyhow::Result<ServiceTokens> {
+        let mut entries = Vec::new();
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, token) = pair.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!(
+                    "service token entry {:?} must be name=token",
+                    pair.split('=').next().unwrap_or("")
+                )
+            })?;
+            let (name, token) = (name.trim(), token.trim());
+            if name.is_empty() {
+                anyhow::bail!("a service token has an empty name");
+            }
+            if token.len() < MIN_SERVICE_TOKEN_LEN {
+                anyhow::bail!(
+                    "the token of service {name:?} is shorter than {MIN_SERVICE_TOKEN_LEN} characters"
+                );
+            }
+            entries.push((name.to_string(), digest(token)));
+        }
+        Ok(ServiceTokens {
+            entries: Arc::new(entries),
+        })
+    }
+
+    /// The service a token belongs to. Compares digests, so the time taken
+    /// says nothing about how much of a token matched.
+    pub fn service(&self, token: &str) -> Option<&str> {
+        let d = digest(token);
+        self.entries
+            .iter()
+            .find(|(_, known)| *known == d)
+            .map(|(name, _)| name.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
+}
+
+/// The header a service names the user it acts for with.
+pub const ON_BEHALF_OF: &str = "x-on-behalf-of";
+
+/// The authenticated caller of a request: a person with a JWT, or an internal
+/// service acting for a user it names.
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub user_id: Uuid,
     pub permission: Permission,
+    /// The service that made the call, when it was one.
+    pub service: Option<String>,
+}
+
+/// A request authenticated by a service token, whoever it acts for.
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub name: String,
+}
+
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+    let header = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| {
+            ApiError::unauthorized("missing Authorization header (expected: Bearer <token>)")
+        })?;
+    let value = header
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .map(str::trim)
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be 'Bearer <token>'"))
+}
+
+impl FromRequestParts<AppState> for Service {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts)?;
+        match state.services.service(token) {
+            Some(name) => Ok(Service {
+                name: name.to_string(),
+            }),
+            None => Err(ApiError::unauthorized(
+                "this endpoint needs a service token (DATA_PLANE_SERVICE_TOKENS)",
+            )),
+        }
+    }
+}
+
+/// Looks up the permission of the user a service acts for.
+pub async fn user_for_service(state: &AppState, user_id: Uuid) -> Result<Permission, ApiError> {
+    let mut tx = state
+        .db
+        .begin(data_plane_store::Scope::User(user_id))
+        .await?;
+    let user = data_plane_store::identity::user_by_id(&mut tx, user_id).await?;
+    tx.commit()
+        .await
+        .map_err(data_plane_store::StoreError::from)?;
+    user.map(|u| u.permission)
+        .ok_or_else(|| ApiError::not_found(format!("no user {user_id}")))
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -86,22 +216,30 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| {
-                ApiError::unauthorized("missing Authorization header (expected: Bearer <token>)")
+        let token = bearer(parts)?;
+        if let Some(service) = state.services.service(token) {
+            let header = parts.headers.get(ON_BEHALF_OF).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "a service token must name the user it acts for in the {ON_BEHALF_OF} header"
+                ))
             })?;
-        let value = header
-            .to_str()
-            .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .ok_or_else(|| {
-                ApiError::unauthorized("the Authorization header must be 'Bearer <token>'")
-            })?;
-        let claims = state.jwt.verify(token.trim()).map_err(|e| {
+            let user_id = header
+                .to_str()
+                .ok()
+                .and_then(|v| Uuid::parse_str(v.trim()).ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "the {ON_BEHALF_OF} header must be a user id (UUID)"
+                    ))
+                })?;
+            let permission = user_for_service(state, user_id).await?;
+            return Ok(Caller {
+                user_id,
+                permission,
+                service: Some(service.to_string()),
+            });
+        }
+        let claims = state.jwt.verify(token).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind;
             match e.kind() {
                 ErrorKind::ExpiredSignature => ApiError::unauthorized("the token has expired"),
@@ -111,6 +249,7 @@ impl FromRequestParts<AppState> for Caller {
         Ok(Caller {
             user_id: claims.sub,
             permission: claims.role,
+            service: None,
         })
     }
 }

@@ -15,7 +15,7 @@ use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::{Db, Scope};
 
-use crate::auth::JwtKeys;
+use crate::auth::{JwtKeys, ServiceTokens};
 use crate::config::{self, GlobalArgs};
 use crate::state::AppState;
 
@@ -58,6 +58,12 @@ pub enum Command {
     },
     /// Rebuild the keyword index from PostgreSQL.
     Reindex,
+    /// Print the registered tools: metadata and OpenAI definition of each.
+    Tools {
+        /// Print the whole registry as one JSON document instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Create the user if needed and print a bearer token.
     Token {
         /// The user's email.
@@ -90,6 +96,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             owner,
         } => ingest(&global, &path, &space, source, owner).await,
         Command::Reindex => reindex(&global).await,
+        Command::Tools { json } => tools(json),
         Command::Token {
             user,
             role,
@@ -104,7 +111,7 @@ fn default_addr() -> String {
 }
 
 async fn connect(global: &GlobalArgs) -> anyhow::Result<Db> {
-    Db::connect(&global.database_url, 16)
+    Db::connect(&global.database_url, global.db_pool)
         .await
         .with_context(|| format!("connecting to {}", redact(&global.database_url)))
 }
@@ -163,20 +170,28 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let follower_task = tokio::spawn(follower.run(stop_rx));
 
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
-    let pipeline = Arc::new(Pipeline::new(db.clone(), embedder));
-    let state = AppState {
-        db,
-        index,
-        pipeline,
-        jwt,
-    };
+    let services = ServiceTokens::parse(&global.service_tokens)
+        .context("reading DATA_PLANE_SERVICE_TOKENS")?;
+    let state = AppState::new(db, index, embedder, jwt, services)?;
+    for tool in state.registry.tools() {
+        tracing::info!(
+            tool = %tool.name,
+            category = ?tool.meta.category,
+            definition = %tool.definition_file,
+            handler = tool.handler_file,
+            "tool loaded"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
     tracing::info!(addr = %listener.local_addr()?, "serving");
+    let ledger = state.ledger.clone();
     axum::serve(listener, crate::http::app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    // Audit records still queued are written before the process ends.
+    ledger.flush().await;
     let _ = stop_tx.send(true);
     let _ = follower_task.await;
     Ok(())
@@ -435,5 +450,44 @@ async fn token(
         Duration::from_secs(days * 86_400),
     )?;
     println!("{token}");
+    Ok(())
+}
+
+/// Prints the registry without connecting to anything: the handlers are
+/// joined with their definitions exactly as at start-up.
+fn tools(as_json: bool) -> anyhow::Result<()> {
+    let registry = data_plane_handlers::offline_registry()?;
+    if as_json {
+        let all: Vec<serde_json::Value> = registry
+            .tools()
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "definition_file": t.definition_file,
+                    "handler_file": t.handler_file,
+                    "metadata": t.meta,
+                    "definition": t.definition,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    for t in registry.tools() {
+        let m = &t.meta;
+        println!(
+            "{}  ({:?}, {:?} cost, needs {:?})",
+            t.name, m.category, m.cost, m.permission
+        );
+        println!("    {}", m.short_description);
+        println!("    offered when: {}", m.available_when);
+        if !m.aliases.is_empty() {
+            println!("    aliases: {}", m.aliases.join(", "));
+        }
+        println!("    timeout: {} ms", m.timeout.as_millis());
+        println!("    {} + {}", t.definition_file, t.handler_file);
+        println!("{}\n", serde_json::to_string_pretty(&t.definition)?);
+    }
     Ok(())
 }

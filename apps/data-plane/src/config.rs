@@ -35,6 +35,22 @@ pub struct GlobalArgs {
     )]
     pub data_dir: PathBuf,
 
+    /// Tokens of internal services, as `name=token,name=token` (each token at
+    /// least 24 characters). A service acts for the user it names.
+    #[arg(
+        long,
+        env = "DATA_PLANE_SERVICE_TOKENS",
+        global = true,
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub service_tokens: String,
+
+    /// Largest number of PostgreSQL connections the server opens.
+    #[arg(long, env = "DATA_PLANE_DB_POOL", global = true, default_value_t = 32)]
+    pub db_pool: u32,
+
     /// Log format.
     #[arg(long, env = "DATA_PLANE_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,

@@ -2,11 +2,15 @@
 
 use std::sync::Arc;
 
+use data_plane_embed::Embedder;
+use data_plane_handlers::{Deps, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
+use data_plane_registry::{Registry, RegistryError, Settings};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 
-use crate::auth::JwtKeys;
+use crate::auth::{JwtKeys, ServiceTokens};
+use crate::http::metrics::Metrics;
 
 #[derive(Clone, Debug)]
 pub struct AppState {
@@ -14,4 +18,72 @@ pub struct AppState {
     pub index: KeywordIndex,
     pub pipeline: Arc<Pipeline>,
     pub jwt: JwtKeys,
+    pub services: ServiceTokens,
+    pub registry: Arc<Registry>,
+    pub ledger: PgLedger,
+    pub metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    /// Builds the registry (every definition joined with its handler) and
+    /// starts the audit writer. Must run inside the Tokio runtime.
+    pub fn new(
+        db: Db,
+        index: KeywordIndex,
+        embedder: Arc<Embedder>,
+        jwt: JwtKeys,
+        services: ServiceTokens,
+    ) -> Result<AppState, RegistryError> {
+        let deps = Arc::new(Deps {
+            db: db.clone(),
+            index: index.clone(),
+            embedder: embedder.clone(),
+        });
+        let ledger = PgLedger::start(db.clone());
+        let registry = Arc::new(data_plane_handlers::registry(
+            &deps,
+            Arc::new(ledger.clone()),
+        )?);
+        Ok(AppState {
+            pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
+            db,
+            index,
+            jwt,
+            services,
+            registry,
+            ledger,
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    /// The run-time settings as stored now. Read on every request that needs
+    /// them, so an admin's change reaches every replica on its next request.
+    pub async fn settings(&self) -> Result<Settings, data_plane_store::StoreError> {
+        let stored = data_plane_store::settings::load_unscoped(self.db.pool()).await?;
+        Ok(settings_from(stored))
+    }
+}
+
+/// Applies stored values over the defaults, key by key; a value that does
+/// not fit its setting (written by another version) is skipped with a warning.
+pub fn settings_from(stored: std::collections::BTreeMap<String, serde_json::Value>) -> Settings {
+    let serde_json::Value::Object(mut current) =
+        serde_json::to_value(Settings::default()).unwrap_or_default()
+    else {
+        return Settings::default();
+    };
+    for (key, value) in stored {
+        if !current.contains_key(&key) {
+            tracing::warn!(%key, "ignoring an unknown stored setting");
+            continue;
+        }
+        let previous = current.insert(key.clone(), value.clone());
+        if serde_json::from_value::<Settings>(serde_json::Value::Object(current.clone())).is_err() {
+            tracing::warn!(%key, %value, "ignoring a stored setting of the wrong type");
+            if let Some(previous) = previous {
+                current.insert(key, previous);
+            }
+        }
+    }
+    serde_json::from_value(serde_json::Value::Object(current)).unwrap_or_default()
 }

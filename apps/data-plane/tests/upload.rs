@@ -8,10 +8,9 @@
 
 use std::sync::Arc;
 
-use data_plane::auth::JwtKeys;
+use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_embed::{EmbedConfig, Embedder};
-use data_plane_ingest::pipeline::Pipeline;
 use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
@@ -41,12 +40,14 @@ async fn start() -> Server {
     let embedder = Embedder::from_config(&EmbedConfig::local(model_dir()))
         .unwrap_or_else(|e| panic!("the local model is needed (run `make setup`): {e}"));
     let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
-    let state = AppState {
-        db: test.db.clone(),
-        index: KeywordIndex::in_memory().unwrap(),
-        pipeline: Arc::new(Pipeline::new(test.db.clone(), Arc::new(embedder))),
-        jwt: jwt.clone(),
-    };
+    let state = AppState::new(
+        test.db.clone(),
+        KeywordIndex::in_memory().unwrap(),
+        Arc::new(embedder),
+        jwt.clone(),
+        ServiceTokens::default(),
+    )
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });

@@ -35,3 +35,12 @@ pub async fn store(
     }
     Ok(())
 }
+
+/// Every stored setting, read outside any transaction: settings are not
+/// scoped to a user, and this saves a round trip on hot paths.
+pub async fn load_unscoped(pool: &sqlx::PgPool) -> Result<BTreeMap<String, Value>, StoreError> {
+    let rows: Vec<(String, Value)> = sqlx::query_as("SELECT key, value FROM settings")
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().collect())
+}

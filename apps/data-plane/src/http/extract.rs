@@ -22,7 +22,11 @@ pub struct Query<T>(pub T);
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        ApiError::bad_request(format!("invalid JSON body: {}", r.body_text()))
+        let message = format!("invalid JSON body: {}", r.body_text());
+        if r.status() == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return ApiError::new(r.status(), "unsupported_media_type", message);
+        }
+        ApiError::bad_request(message)
     }
 }
 

@@ -1,8 +1,14 @@
 //! The HTTP surface: routes, the JSON error body, health and readiness.
 
+mod admin;
 mod documents;
 mod error;
 mod extract;
+pub mod metrics;
+mod module;
+mod openapi;
+pub mod sse;
+mod tools;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -18,11 +24,37 @@ use crate::state::AppState;
 /// Largest accepted upload request, all files together.
 pub const MAX_UPLOAD_BYTES: usize = 256 * 1024 * 1024;
 
+/// Every path the router serves; a test holds docs/openapi.json to it.
+pub const ROUTES: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/manifest",
+    "/execute",
+    "/v1/tools",
+    "/v1/tools/{name}/execute",
+    "/v1/admin/settings",
+    "/v1/spaces",
+    "/v1/spaces/{space_id}",
+    "/v1/spaces/{space_id}/sources",
+    "/v1/spaces/{space_id}/documents",
+    "/v1/sources/{source_id}/documents",
+    "/v1/documents/{document_id}",
+];
+
 /// The whole router; tests drive it directly or bind it to 127.0.0.1:0.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::serve))
+        .route("/openapi.json", get(openapi::serve))
+        .route("/manifest", get(module::manifest))
+        .route("/execute", post(module::execute))
+        .route("/v1/tools", get(tools::list))
+        .route("/v1/tools/{name}/execute", post(tools::execute))
+        .route("/v1/admin/settings", get(admin::get).put(admin::put))
         .route(
             "/v1/spaces",
             get(documents::list_spaces).post(documents::create_space),
@@ -44,7 +76,12 @@ pub fn app(state: AppState) -> Router {
             "/v1/documents/{document_id}",
             delete(documents::delete_document),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -72,6 +109,14 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             "database": db_ok,
             "index_seq": index_seq,
         })),
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not accept that method",
     )
 }
 

@@ -1,0 +1,71 @@
+//! `GET/PUT /v1/admin/settings`: run-time settings, admins only. A change is
+//! stored in PostgreSQL and every replica reads it on its next request.
+
+use axum::extract::State;
+use data_plane_registry::Settings;
+use data_plane_store::Scope;
+use data_plane_store::identity::Permission;
+use serde_json::{Map, Value};
+
+use super::ApiError;
+use super::extract::Json;
+use crate::auth::Caller;
+use crate::state::AppState;
+
+fn require_admin(caller: &Caller) -> Result<(), ApiError> {
+    if caller.permission < Permission::Admin {
+        return Err(ApiError::forbidden(
+            "settings can be read and changed by admins only",
+        ));
+    }
+    Ok(())
+}
+
+/// `GET /v1/admin/settings`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Settings>, ApiError> {
+    require_admin(&caller)?;
+    Ok(Json(state.settings().await?))
+}
+
+/// `PUT /v1/admin/settings`: any subset of the settings; the rest keep
+/// their values. Unknown keys and wrong types are refused, naming them.
+pub async fn put(
+    State(state): State<AppState>,
+    caller: Caller,
+    Json(changes): Json<Map<String, Value>>,
+) -> Result<Json<Settings>, ApiError> {
+    require_admin(&caller)?;
+    let current = state.settings().await?;
+    let Value::Object(mut merged) = serde_json::to_value(&current).unwrap_or_default() else {
+        return Err(ApiError::internal(
+            &"settings do not serialise to an object",
+        ));
+    };
+    let known: Vec<String> = merged.keys().cloned().collect();
+    for key in changes.keys() {
+        if !merged.contains_key(key) {
+            return Err(ApiError::bad_request(format!(
+                "unknown setting {key:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    merged.extend(changes.clone());
+    let updated: Settings = serde_json::from_value(Value::Object(merged))
+        .map_err(|e| ApiError::bad_request(format!("invalid settings: {e}")))?;
+    let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
+    data_plane_store::settings::store(
+        &mut tx,
+        &changes.into_iter().collect(),
+        Some(caller.user_id),
+    )
+    .await?;
+    tx.commit()
+        .await
+        .map_err(data_plane_store::StoreError::from)?;
+    tracing::info!(user = %caller.user_id, settings = ?updated, "settings changed");
+    Ok(Json(updated))
+}

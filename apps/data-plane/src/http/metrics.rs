@@ -1,0 +1,179 @@
+//! Prometheus metrics: HTTP requests by route and status with latency, tool
+//! calls by tool and outcome with latency, and how far the keyword index is.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use data_plane_registry::ToolResult;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::state::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    method: String,
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolName {
+    tool: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to about 65 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 18))
+}
+
+/// The server's metrics.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_seconds: Family<HttpLabels, Histogram, fn() -> Histogram>,
+    tool_calls: Family<ToolLabels, Counter>,
+    tool_seconds: Family<ToolName, Histogram, fn() -> Histogram>,
+    index_seq: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("data_plane");
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        let http_seconds: Family<HttpLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        let tool_calls = Family::<ToolLabels, Counter>::default();
+        let tool_seconds: Family<ToolName, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        let index_seq = Gauge::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered",
+            http_requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "time to answer an HTTP request (to the first byte of a stream)",
+            http_seconds.clone(),
+        );
+        registry.register("tool_calls", "tool calls by outcome", tool_calls.clone());
+        registry.register(
+            "tool_call_duration_seconds",
+            "time a tool call took, as the registry measured it",
+            tool_seconds.clone(),
+        );
+        registry.register(
+            "keyword_index_seq",
+            "last change-log entry applied to the keyword index",
+            index_seq.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            http_requests,
+            http_seconds,
+            tool_calls,
+            tool_seconds,
+            index_seq,
+        }
+    }
+
+    /// Counts one tool call.
+    pub fn tool_call(&self, result: &ToolResult) {
+        let outcome = match &result.error {
+            None => "success".to_string(),
+            Some(e) => serde_json::to_value(e.code)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "error".into()),
+        };
+        self.tool_calls
+            .get_or_create(&ToolLabels {
+                tool: result.tool.clone(),
+                outcome,
+            })
+            .inc();
+        self.tool_seconds
+            .get_or_create(&ToolName {
+                tool: result.tool.clone(),
+            })
+            .observe(result.duration_ms as f64 / 1000.0);
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = match self.registry.lock() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            tracing::error!(error = %e, "could not encode metrics");
+        }
+        out
+    }
+}
+
+/// Middleware: counts and times every request by its route pattern (never
+/// the raw path, so ids do not explode the label set).
+pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(request).await;
+    let labels = HttpLabels {
+        method,
+        route,
+        status: response.status().as_u16(),
+    };
+    state.metrics.http_requests.get_or_create(&labels).inc();
+    state
+        .metrics
+        .http_seconds
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics` in Prometheus' text format.
+pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
+    state
+        .metrics
+        .index_seq
+        .set(state.index.last_seq().unwrap_or(0));
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        )],
+        state.metrics.render(),
+    )
+}

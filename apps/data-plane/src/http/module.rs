@@ -1,0 +1,77 @@
+//! The module protocol for other orchestrators: `GET /manifest` describes
+//! every tool, `POST /execute` runs one for a user the service names. Same
+//! registry, same pipeline; service tokens only.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use data_plane_registry::NoCallbacks;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::ApiError;
+use super::extract::Json;
+use super::tools::context;
+use crate::auth::{Caller, Service, user_for_service};
+use crate::state::AppState;
+
+/// `GET /manifest`: the module's name, version and every tool with its
+/// definition and metadata (what each needs and costs).
+pub async fn manifest(State(state): State<AppState>, _service: Service) -> Json<Value> {
+    let tools: Vec<Value> = state
+        .registry
+        .tools()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "definition": t.openai_tool(),
+                "metadata": t.meta,
+            })
+        })
+        .collect();
+    Json(json!({
+        "name": "data-plane",
+        "version": env!("CARGO_PKG_VERSION"),
+        "protocol": "data-plane-module/1",
+        "execute": "/execute",
+        "tools": tools,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteBody {
+    tool_name: String,
+    #[serde(default)]
+    arguments: Value,
+    user_id: Uuid,
+    space_id: Option<Uuid>,
+    call_id: Option<String>,
+}
+
+/// `POST /execute`: `{tool_name, arguments, user_id}` → the ToolResult.
+pub async fn execute(
+    State(state): State<AppState>,
+    service: Service,
+    headers: HeaderMap,
+    Json(body): Json<ExecuteBody>,
+) -> Result<Response, ApiError> {
+    let permission = user_for_service(&state, body.user_id).await?;
+    let caller = Caller {
+        user_id: body.user_id,
+        permission,
+        service: Some(service.name),
+    };
+    let mut ctx = context(&state, &caller, body.space_id, &headers).await?;
+    if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
+        ctx = ctx.with_call_id(call_id);
+    }
+    let result = state
+        .registry
+        .execute_tool(&body.tool_name, body.arguments, &ctx, &NoCallbacks)
+        .await;
+    state.metrics.tool_call(&result);
+    Ok(Json(result).into_response())
+}

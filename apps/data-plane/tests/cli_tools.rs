@@ -1,0 +1,40 @@
+//! `data-plane tools` lists the registry without a database or a model.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[test]
+fn tools_command_prints_every_tool_with_its_definition() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"))
+        .args(["tools", "--json"])
+        // Nothing to connect to: the command must not try.
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "alphabetical");
+    assert_eq!(names.len(), 12);
+    for t in &tools {
+        let name = t["name"].as_str().unwrap();
+        assert_eq!(t["definition"]["name"], name);
+        assert_eq!(t["definition_file"], format!("definitions/{name}.json"));
+        assert_eq!(t["handler_file"], format!("handlers/src/{name}.rs"));
+        assert!(t["metadata"]["timeout_ms"].as_u64().unwrap() > 0);
+    }
+
+    let human = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"))
+        .arg("tools")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(human.stdout).unwrap();
+    assert!(text.contains("search_documents  (Search"), "{text}");
+    assert!(text.contains("offered when: a space is selected"), "{text}");
+}

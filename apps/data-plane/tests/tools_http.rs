@@ -1,0 +1,718 @@
+//! The tool surface over HTTP against a real server on 127.0.0.1, the real
+//! PostgreSQL and the real local model: listing per context, execution as
+//! JSON and as an event stream, admin settings seen by a second replica,
+//! the module protocol with service tokens, metrics, the OpenAPI document,
+//! the audit log, and every error path answering JSON.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::state::AppState;
+use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_search::KeywordIndex;
+use data_plane_store::Scope;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const SERVICE_TOKEN: &str = "svc-token-0123456789abcdef0123";
+
+struct World {
+    test: TestDatabase,
+    jwt: JwtKeys,
+    /// Two replicas over the same database.
+    base: String,
+    replica: String,
+    state: AppState,
+    alice: Uuid,
+    admin: Uuid,
+    alpha: Uuid,
+    beta: Uuid,
+    doc: Uuid,
+    secret_doc: Uuid,
+}
+
+fn model_dir() -> std::path::PathBuf {
+    std::env::var("DATA_PLANE_MODEL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../.data/model/all-MiniLM-L6-v2"
+            )
+            .into()
+        })
+}
+
+async fn serve(state: AppState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    base
+}
+
+async fn world() -> World {
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let admin = identity::upsert_user(&mut tx, "root@example.com", Some(Permission::Admin))
+        .await
+        .unwrap()
+        .id;
+    let bob = identity::upsert_user(&mut tx, "bob@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let (alpha, _) = identity::ensure_space(&mut tx, "alpha").await.unwrap();
+    let (beta, _) = identity::ensure_space(&mut tx, "beta").await.unwrap();
+    identity::add_member(&mut tx, alpha.id, alice, MembershipRole::Viewer)
+        .await
+        .unwrap();
+    identity::add_member(&mut tx, beta.id, bob, MembershipRole::Owner)
+        .await
+        .unwrap();
+    let a_src = content::ensure_source(&mut tx, alpha.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    let b_src = content::ensure_source(&mut tx, beta.id, "secret", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let pipeline = Pipeline::new(db.clone(), embedder.clone());
+    let doc = pipeline
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: alpha.id,
+                source_id: a_src.id,
+            },
+            "guides/vacuum.md",
+            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
+        )
+        .await
+        .unwrap()
+        .document_id;
+    let secret_doc = pipeline
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: beta.id,
+                source_id: b_src.id,
+            },
+            "plans/zanzibar.md",
+            b"# Project Zanzibar\n\nConfidential.\n",
+        )
+        .await
+        .unwrap()
+        .document_id;
+    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
+    let services = ServiceTokens::parse(&format!("billing={SERVICE_TOKEN}")).unwrap();
+    let make = || {
+        AppState::new(
+            db.clone(),
+            KeywordIndex::in_memory().unwrap(),
+            embedder.clone(),
+            jwt.clone(),
+            services.clone(),
+        )
+        .unwrap()
+    };
+    let state = make();
+    let base = serve(state.clone()).await;
+    let replica = serve(make()).await;
+    World {
+        test,
+        jwt,
+        base,
+        replica,
+        state,
+        alice,
+        admin,
+        alpha: alpha.id,
+        beta: beta.id,
+        doc,
+        secret_doc,
+    }
+}
+
+impl World {
+    fn token(&self, user: Uuid, role: Permission) -> String {
+        self.jwt
+            .issue(
+                user,
+                "x@example.com",
+                role,
+                std::time::Duration::from_secs(600),
+            )
+            .unwrap()
+    }
+    fn alice(&self) -> String {
+        self.token(self.alice, Permission::User)
+    }
+    fn admin(&self) -> String {
+        self.token(self.admin, Permission::Admin)
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn json_of(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let ctype = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    assert!(
+        ctype.starts_with("application/json"),
+        "{status} answered {ctype}: {body}"
+    );
+    (status, body)
+}
+
+fn names(tools: &Value) -> Vec<String> {
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn list_tools(base: &str, token: &str, space: Option<Uuid>) -> (StatusCode, Value) {
+    let mut url = format!("{base}/v1/tools");
+    if let Some(s) = space {
+        url.push_str(&format!("?spaceId={s}"));
+    }
+    json_of(client().get(url).bearer_auth(token).send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn tools_are_listed_per_context() {
+    let w = world().await;
+    let (status, all) = list_tools(&w.base, &w.alice(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let without_space = names(&all);
+    assert_eq!(
+        without_space,
+        [
+            "analyze_document",
+            "document_info",
+            "fetch_web_page",
+            "find_by_name",
+            "grep_documents",
+            "query_documents",
+            "read_document",
+            "search_documents"
+        ],
+        "no navigation without a space; web search is off by default"
+    );
+    assert_eq!(all["tools"][0]["type"], "function");
+    assert!(all["tools"][0]["function"]["parameters"]["properties"].is_object());
+
+    let (_, in_space) = list_tools(&w.base, &w.alice(), Some(w.alpha)).await;
+    let in_space = names(&in_space);
+    for nav in ["folder_tree", "list_folder_contents", "list_sources"] {
+        assert!(in_space.iter().any(|n| n == nav), "{nav} in {in_space:?}");
+    }
+
+    // A guest is not offered the tools that need a user.
+    let guest = w.token(w.alice, Permission::Guest);
+    let (_, guest_tools) = list_tools(&w.base, &guest, None).await;
+    assert!(!names(&guest_tools).iter().any(|n| n == "analyze_document"));
+
+    // A space the caller is not in: 404, the same as a missing one.
+    let (status, body) = list_tools(&w.base, &w.alice(), Some(w.beta)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = list_tools(&w.base, &w.alice(), Some(Uuid::new_v4())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn execute_answers_tool_results_as_json() {
+    let w = world().await;
+    let url = format!("{}/v1/tools/document_info/execute", w.base);
+    let r = client()
+        .post(&url)
+        .bearer_auth(w.alice())
+        .header("x-request-id", "req-42")
+        .json(&json!({ "args": { "document_id": w.doc }, "callId": "call-1" }))
+        .send()
+        .await
+        .unwrap();
+    let (status, result) = json_of(r).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(result["call_id"], "call-1");
+    assert_eq!(result["data"]["path"], "guides/vacuum.md");
+
+    // Tool failures are results the model can act on, not HTTP errors.
+    let check = async |tool: &str, args: Value, code: &str, needle: &str| {
+        let r = client()
+            .post(format!("{}/v1/tools/{tool}/execute", w.base))
+            .bearer_auth(w.alice())
+            .json(&json!({ "args": args }))
+            .send()
+            .await
+            .unwrap();
+        let (status, result) = json_of(r).await;
+        assert_eq!(status, StatusCode::OK, "{tool}: {result}");
+        assert_eq!(result["success"], false, "{tool}: {result}");
+        assert_eq!(result["error"]["code"], code, "{tool}: {result}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{tool}: {message}");
+    };
+    check("document_inf", json!({}), "unknown_tool", "document_info").await;
+    check(
+        "document_info",
+        json!({ "document_id": 7 }),
+        "invalid_arguments",
+        "/document_id",
+    )
+    .await;
+    check(
+        "document_info",
+        json!({ "document_id": w.doc, "extra": 1 }),
+        "invalid_arguments",
+        "extra",
+    )
+    .await;
+    check(
+        "document_info",
+        json!({ "document_id": w.secret_doc }),
+        "not_found",
+        "no document",
+    )
+    .await;
+    check("list_sources", json!({}), "not_available", "space").await;
+
+    // The audit log has the call, stamped with the request's id.
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let row: (String, bool, String, String) = sqlx::query_as(
+        "SELECT tool, success, request_id, call_id FROM tool_calls WHERE call_id = 'call-1'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(
+        row,
+        (
+            "document_info".into(),
+            true,
+            "req-42".into(),
+            "call-1".into()
+        )
+    );
+    let failed: i64 = sqlx::query_scalar("SELECT count(*) FROM tool_calls WHERE NOT success")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(failed, 5);
+}
+
+#[tokio::test]
+async fn bad_requests_get_json_errors_naming_the_problem() {
+    let w = world().await;
+    let url = format!("{}/v1/tools/document_info/execute", w.base);
+    let cases: Vec<(reqwest::RequestBuilder, StatusCode, &str)> = vec![
+        (
+            client().post(&url).json(&json!({ "args": {} })),
+            StatusCode::UNAUTHORIZED,
+            "Authorization",
+        ),
+        (
+            client().post(&url).bearer_auth("nonsense").json(&json!({})),
+            StatusCode::UNAUTHORIZED,
+            "not valid",
+        ),
+        (
+            client()
+                .post(&url)
+                .bearer_auth(w.alice())
+                .header("content-type", "application/json")
+                .body("{not json"),
+            StatusCode::BAD_REQUEST,
+            "JSON",
+        ),
+        (
+            client()
+                .post(&url)
+                .bearer_auth(w.alice())
+                .json(&json!({ "args": {}, "bogus": 1 })),
+            StatusCode::BAD_REQUEST,
+            "bogus",
+        ),
+        (
+            client()
+                .post(&url)
+                .bearer_auth(w.alice())
+                .json(&json!({ "spaceId": 5 })),
+            StatusCode::BAD_REQUEST,
+            "spaceId",
+        ),
+        (
+            client().post(&url).bearer_auth(w.alice()).body("{}"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type",
+        ),
+        (
+            client()
+                .get(format!("{}/v1/tools?spaceId=nope", w.base))
+                .bearer_auth(w.alice()),
+            StatusCode::BAD_REQUEST,
+            "spaceId",
+        ),
+        (
+            client()
+                .get(format!("{}/v1/tools?colour=red", w.base))
+                .bearer_auth(w.alice()),
+            StatusCode::BAD_REQUEST,
+            "colour",
+        ),
+        (
+            client().get(&url).bearer_auth(w.alice()),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method",
+        ),
+        (
+            client().get(format!("{}/v1/nothing", w.base)),
+            StatusCode::NOT_FOUND,
+            "no such endpoint",
+        ),
+        (
+            client()
+                .get(format!("{}/v1/admin/settings", w.base))
+                .bearer_auth(w.alice()),
+            StatusCode::FORBIDDEN,
+            "admins",
+        ),
+        (
+            client()
+                .get(format!("{}/manifest", w.base))
+                .bearer_auth(w.alice()),
+            StatusCode::UNAUTHORIZED,
+            "service token",
+        ),
+        (
+            client()
+                .get(format!("{}/v1/tools", w.base))
+                .bearer_auth(SERVICE_TOKEN),
+            StatusCode::BAD_REQUEST,
+            "x-on-behalf-of",
+        ),
+    ];
+    for (request, status, needle) in cases {
+        let (got, body) = json_of(request.send().await.unwrap()).await;
+        assert_eq!(got, status, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(needle),
+            "{status}: {message:?} lacks {needle:?}"
+        );
+        assert!(body["error"]["code"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn execute_streams_events_then_the_result() {
+    let w = world().await;
+    let r = client()
+        .post(format!("{}/v1/tools/read_document/execute", w.base))
+        .bearer_auth(w.alice())
+        .header("accept", "text/event-stream")
+        .json(&json!({ "args": { "document_id": w.doc, "max_length": 10 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    assert_eq!(r.headers()["x-accel-buffering"], "no");
+    let mut events = eventsource_stream::EventStream::new(r.bytes_stream());
+    let mut seen = Vec::new();
+    while let Some(event) = events.next().await {
+        let event = event.unwrap();
+        let data: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!(data["type"], event.event, "the JSON names its own type");
+        seen.push((event.id.clone(), event.event.clone(), data));
+    }
+    let kinds: Vec<&str> = seen.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["tool_call", "tool_result", "done"]);
+    let ids: Vec<&str> = seen.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(ids, ["1", "2", "3"]);
+    assert_eq!(seen[0].2["name"], "read_document");
+    assert_eq!(seen[1].2["result"]["data"]["end"], 10);
+    assert_eq!(seen[0].2["call_id"], seen[1].2["call_id"]);
+}
+
+#[tokio::test]
+async fn admins_switch_web_search_for_every_replica() {
+    let w = world().await;
+    let settings = format!("{}/v1/admin/settings", w.base);
+    let (status, current) = json_of(
+        client()
+            .get(&settings)
+            .bearer_auth(w.admin())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        current,
+        json!({ "web_search_enabled": false, "fetch_web_page_enabled": true })
+    );
+
+    let put = async |body: Value| {
+        json_of(
+            client()
+                .put(&settings)
+                .bearer_auth(w.admin())
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    let (status, after) = put(json!({ "web_search_enabled": true })).await;
+    assert_eq!(status, StatusCode::OK, "{after}");
+    assert_eq!(after["web_search_enabled"], true);
+    // The other replica sees it on its very next request.
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(names(&tools).iter().any(|n| n == "web_search"));
+
+    let (_, _) = put(json!({ "web_search_enabled": false, "fetch_web_page_enabled": false })).await;
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    let tools = names(&tools);
+    assert!(
+        !tools
+            .iter()
+            .any(|n| n == "web_search" || n == "fetch_web_page"),
+        "{tools:?}"
+    );
+    // Calling a switched-off tool is refused as not available.
+    let r = client()
+        .post(format!("{}/v1/tools/fetch_web_page/execute", w.replica))
+        .bearer_auth(w.alice())
+        .json(&json!({ "args": { "url": "http://127.0.0.1/" } }))
+        .send()
+        .await
+        .unwrap();
+    let (_, result) = json_of(r).await;
+    assert_eq!(result["error"]["code"], "not_available");
+
+    let (status, body) = put(json!({ "web_search": true })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("web_search")
+    );
+    let (status, body) = put(json!({ "web_search_enabled": "yes" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // A user is refused, and nothing changed.
+    let r = client()
+        .put(&settings)
+        .bearer_auth(w.alice())
+        .json(&json!({ "web_search_enabled": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let (_, now) = json_of(
+        client()
+            .get(&settings)
+            .bearer_auth(w.admin())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        now,
+        json!({ "web_search_enabled": false, "fetch_web_page_enabled": false })
+    );
+}
+
+#[tokio::test]
+async fn services_use_the_module_protocol_and_act_for_a_user() {
+    let w = world().await;
+    let (status, manifest) = json_of(
+        client()
+            .get(format!("{}/manifest", w.base))
+            .bearer_auth(SERVICE_TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(manifest["tools"].as_array().unwrap().len(), 12);
+    assert_eq!(manifest["tools"][0]["metadata"]["category"], "document");
+
+    let execute = async |body: Value| {
+        json_of(
+            client()
+                .post(format!("{}/execute", w.base))
+                .bearer_auth(SERVICE_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    let (status, result) = execute(json!({
+        "tool_name": "document_info", "arguments": { "document_id": w.doc }, "user_id": w.alice
+    }))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(result["success"], true, "{result}");
+    // Acting for alice, the service cannot see what alice cannot.
+    let (_, result) = execute(json!({
+        "tool_name": "document_info", "arguments": { "document_id": w.secret_doc }, "user_id": w.alice
+    }))
+    .await;
+    assert_eq!(result["error"]["code"], "not_found");
+    let (status, _) = execute(json!({
+        "tool_name": "document_info", "arguments": {}, "user_id": Uuid::new_v4()
+    }))
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = execute(json!({ "tool": "document_info", "user_id": w.alice })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // The same token on the /v1 routes, naming the user in a header.
+    let (status, tools) = json_of(
+        client()
+            .get(format!("{}/v1/tools?spaceId={}", w.base, w.alpha))
+            .bearer_auth(SERVICE_TOKEN)
+            .header("x-on-behalf-of", w.alice.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(names(&tools).iter().any(|n| n == "list_sources"));
+}
+
+#[tokio::test]
+async fn health_metrics_and_the_openapi_document() {
+    let w = world().await;
+    let (status, _) = json_of(
+        client()
+            .get(format!("{}/healthz", w.base))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, ready) = json_of(
+        client()
+            .get(format!("{}/readyz", w.base))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ready["database"], true);
+
+    client()
+        .post(format!("{}/v1/tools/document_info/execute", w.base))
+        .bearer_auth(w.alice())
+        .json(&json!({ "args": { "document_id": w.doc } }))
+        .send()
+        .await
+        .unwrap();
+    let metrics = client()
+        .get(format!("{}/metrics", w.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains(r#"data_plane_tool_calls_total{tool="document_info",outcome="success"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"route="/v1/tools/{name}/execute""#),
+        "{metrics}"
+    );
+
+    let (status, doc) = json_of(
+        client()
+            .get(format!("{}/openapi.json", w.base))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["openapi"], "3.1.0");
+    // Every documented path answers something other than the 404 fallback,
+    // and every route the server has is documented.
+    let documented: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    for path in &documented {
+        let concrete = path
+            .replace("{name}", "document_info")
+            .replace("{space_id}", &Uuid::new_v4().to_string())
+            .replace("{source_id}", &Uuid::new_v4().to_string())
+            .replace("{document_id}", &Uuid::new_v4().to_string());
+        for method in doc["paths"][path.as_str()].as_object().unwrap().keys() {
+            if method == "parameters" {
+                continue;
+            }
+            let r = client()
+                .request(
+                    method.to_uppercase().parse().unwrap(),
+                    format!("{}{concrete}", w.base),
+                )
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let body = r.text().await.unwrap();
+            assert!(
+                !(status == StatusCode::NOT_FOUND && body.contains("no such endpoint"))
+                    && status != StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path} is documented but not served"
+            );
+        }
+    }
+    for route in data_plane::http::ROUTES {
+        assert!(
+            documented.iter().any(|p| p == route),
+            "{route} is served but not documented"
+        );
+    }
+}
