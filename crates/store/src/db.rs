@@ -112,24 +112,21 @@ impl Db {
         }
     }
 
-    /// Begins a transaction acting for `scope`.
+    /// Begins a transaction acting for `scope`, in one round trip: `BEGIN`
+    /// and the transaction-local identity go to the server as one simple
+    /// query. The identity is a UUID's canonical text (hex digits and
+    /// dashes only) or a constant, so nothing from outside reaches the SQL.
     pub async fn begin(&self, scope: Scope) -> Result<ScopedTx, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        set_scope(&mut tx, scope).await?;
-        Ok(tx)
+        let statement = match scope {
+            Scope::User(id) => format!(
+                "BEGIN; SELECT set_config('data_plane.user_id', '{}', true), \
+                 set_config('data_plane.system', 'off', true)",
+                id.hyphenated()
+            ),
+            Scope::System => "BEGIN; SELECT set_config('data_plane.user_id', '', true), \
+                 set_config('data_plane.system', 'on', true)"
+                .to_string(),
+        };
+        Ok(self.pool.begin_with(statement).await?)
     }
-}
-
-/// Sets the transaction-local identity that the policies read.
-pub(crate) async fn set_scope(tx: &mut ScopedTx, scope: Scope) -> Result<(), StoreError> {
-    let (user, system) = match scope {
-        Scope::User(id) => (id.to_string(), "off"),
-        Scope::System => (String::new(), "on"),
-    };
-    sqlx::query("SELECT set_config('data_plane.user_id', $1, true), set_config('data_plane.system', $2, true)")
-        .bind(user)
-        .bind(system)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
