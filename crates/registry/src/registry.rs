@@ -176,6 +176,9 @@ impl Registry {
     ) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
         let mut defs: BTreeMap<String, (Value, jsonschema::Validator, String)> = BTreeMap::new();
+        // Files that failed their checks, by stem: a handler of that name has
+        // a definition, only not a usable one, and is told so.
+        let mut invalid: HashMap<String, String> = HashMap::new();
         for def in &definitions {
             match check_definition(def) {
                 Ok((value, validator)) => {
@@ -189,7 +192,15 @@ impl Registry {
                         defs.insert(name, (value, validator, def.file.clone()));
                     }
                 }
-                Err(problem) => problems.push(problem),
+                Err(problem) => {
+                    let stem = std::path::Path::new(&def.file)
+                        .file_stem()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or_default()
+                        .to_string();
+                    invalid.insert(stem, def.file.clone());
+                    problems.push(problem);
+                }
             }
         }
         let mut seen_handlers: HashMap<&str, &str> = HashMap::new();
@@ -202,11 +213,18 @@ impl Registry {
             }
         }
         for h in &handlers {
-            if !defs.contains_key(h.name) {
-                problems.push(format!(
+            if defs.contains_key(h.name) {
+                continue;
+            }
+            match invalid.get(h.name) {
+                Some(file) => problems.push(format!(
+                    "handler {} has no usable definition: {file} is invalid (see above)",
+                    h.file
+                )),
+                None => problems.push(format!(
                     "handler {} has no definition (expected definitions/{}.json)",
                     h.file, h.name
-                ));
+                )),
             }
         }
         for (name, (_, _, file)) in &defs {
@@ -359,10 +377,14 @@ impl Registry {
             .keys()
             .map(String::as_str)
             .filter(|n| self.get(n).is_some_and(|t| t.is_offered(ctx)));
-        let close: Vec<&str> = close_names(name, candidates)
-            .into_iter()
-            .map(|n| self.get(n).map_or(n, |t| t.name.as_str()))
-            .collect();
+        // An alias and its tool may both look close; name the tool once.
+        let mut close: Vec<&str> = Vec::new();
+        for n in close_names(name, candidates) {
+            let tool = self.get(n).map_or(n, |t| t.name.as_str());
+            if !close.contains(&tool) {
+                close.push(tool);
+            }
+        }
         let message = if close.is_empty() {
             format!(
                 "unknown tool {name:?}; available tools: {}",

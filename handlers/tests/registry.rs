@@ -1,0 +1,1143 @@
+//! The registry pipeline through the real handlers and the PostgreSQL ledger:
+//! definitions and handlers one to one, start-up errors that name the files,
+//! argument types that agree with their definitions, names and aliases,
+//! validation, permission, availability, rate limits shared by replicas,
+//! timeouts, panics, and the audit record.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::World;
+use data_plane_handlers::PgLedger;
+use data_plane_registry::{
+    Annotations, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, HandlerEntry,
+    NoCallbacks, NoLedger, Permission, RateLimits, Registry, Settings, ToolContext, ToolError,
+    ToolHandler, ToolMeta, ToolResult,
+};
+use data_plane_store::Scope;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const TOOLS: [&str; 12] = [
+    "analyze_document",
+    "document_info",
+    "fetch_web_page",
+    "find_by_name",
+    "folder_tree",
+    "grep_documents",
+    "list_folder_contents",
+    "list_sources",
+    "query_documents",
+    "read_document",
+    "search_documents",
+    "web_search",
+];
+
+fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+#[tokio::test]
+async fn every_definition_has_its_handler_and_the_other_way_round() {
+    let w = World::new().await;
+    // What the build embedded is what definitions/ holds now.
+    let mut on_disk: Vec<String> = std::fs::read_dir(repo_root().join("definitions"))
+        .unwrap()
+        .map(|e| format!("definitions/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    on_disk.sort();
+    let embedded: Vec<String> = data_plane_handlers::definitions()
+        .into_iter()
+        .map(|d| d.file)
+        .collect();
+    assert_eq!(embedded, on_disk);
+
+    let handlers: Vec<&str> = data_plane_handlers::all(&w.deps)
+        .iter()
+        .map(|h| h.name)
+        .collect();
+    assert_eq!(
+        handlers, TOOLS,
+        "handlers::all() lists every tool, alphabetically"
+    );
+
+    let tools = w.registry.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, TOOLS);
+    for t in tools {
+        assert_eq!(t.definition_file, format!("definitions/{}.json", t.name));
+        assert_eq!(t.handler_file, format!("handlers/src/{}.rs", t.name));
+        assert!(
+            repo_root().join(t.handler_file).is_file(),
+            "{}",
+            t.handler_file
+        );
+        assert_eq!(t.definition["name"], t.name.as_str());
+        assert_eq!(t.openai_tool()["type"], "function");
+    }
+}
+
+/// A handler for registries built by hand in these tests.
+struct Scripted(Behaviour);
+
+#[derive(Clone, Copy)]
+enum Behaviour {
+    Echo,
+    Sleep(Duration),
+    Panic,
+}
+
+#[async_trait]
+impl ToolHandler for Scripted {
+    async fn call(
+        &self,
+        args: Value,
+        _ctx: &ToolContext,
+        _callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        match self.0 {
+            Behaviour::Echo => Ok(json!({ "echo": args })),
+            Behaviour::Sleep(d) => {
+                tokio::time::sleep(d).await;
+                Ok(json!({ "slept": true }))
+            }
+            Behaviour::Panic => panic!("a bug in a handler"),
+        }
+    }
+}
+
+fn meta(timeout: Duration, limits: RateLimits, aliases: &'static [&'static str]) -> ToolMeta {
+    ToolMeta {
+        category: Category::Document,
+        short_description: "a tool of the registry tests",
+        available_when: "always",
+        aliases,
+        annotations: Annotations::READ_ONLY,
+        cost: CostTier::Cheap,
+        permission: Permission::Guest,
+        timeout,
+        limits,
+        needs_approval: false,
+        defer_loading: false,
+    }
+}
+
+fn handler(name: &'static str, file: &'static str, behaviour: Behaviour) -> HandlerEntry {
+    handler_with(
+        name,
+        file,
+        behaviour,
+        meta(Duration::from_secs(5), RateLimits::NONE, &[]),
+    )
+}
+
+fn handler_with(
+    name: &'static str,
+    file: &'static str,
+    behaviour: Behaviour,
+    meta: ToolMeta,
+) -> HandlerEntry {
+    HandlerEntry {
+        name,
+        file,
+        meta,
+        available: |_| true,
+        handler: Arc::new(Scripted(behaviour)),
+        args_schema: json!({}),
+    }
+}
+
+/// A valid definition of `name` with one optional string parameter.
+fn definition_value(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("The {name} tool of the registry tests."),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "text": { "type": "string", "description": "Anything." }
+            },
+            "additionalProperties": false
+        }
+    })
+}
+
+fn definition(file: &str, value: &Value) -> DefinitionFile {
+    DefinitionFile {
+        file: file.to_string(),
+        text: value.to_string(),
+    }
+}
+
+fn valid(name: &str) -> DefinitionFile {
+    definition(&format!("definitions/{name}.json"), &definition_value(name))
+}
+
+/// `valid(name)` changed by `edit`.
+fn edited(name: &str, edit: impl FnOnce(&mut Value)) -> DefinitionFile {
+    let mut value = definition_value(name);
+    edit(&mut value);
+    definition(&format!("definitions/{name}.json"), &value)
+}
+
+#[test]
+fn an_inconsistent_registry_names_the_files() {
+    let check = |case: &str,
+                 definitions: Vec<DefinitionFile>,
+                 handlers: Vec<HandlerEntry>,
+                 expected: &[&str]| {
+        let err = Registry::build(definitions, handlers, Arc::new(NoLedger))
+            .err()
+            .unwrap_or_else(|| panic!("{case}: the registry was built"));
+        let message = err.to_string();
+        assert_eq!(
+            err.problems.len(),
+            expected.len(),
+            "{case}: {:#?}",
+            err.problems
+        );
+        for (problem, fragment) in err.problems.iter().zip(expected) {
+            assert!(
+                problem.contains(fragment),
+                "{case}: {problem:?} lacks {fragment:?}"
+            );
+            assert!(message.contains(problem.as_str()));
+        }
+    };
+    let echo = |name: &'static str, file: &'static str| handler(name, file, Behaviour::Echo);
+    let a = || echo("alpha", "handlers/src/alpha.rs");
+
+    check(
+        "handler without definition",
+        vec![valid("alpha")],
+        vec![a(), echo("beta", "handlers/src/beta.rs")],
+        &["handler handlers/src/beta.rs has no definition (expected definitions/beta.json)"],
+    );
+    check(
+        "definition without handler",
+        vec![valid("alpha"), valid("beta")],
+        vec![a()],
+        &["definition definitions/beta.json has no handler (expected handlers/src/beta.rs"],
+    );
+    check(
+        "two handlers, one name",
+        vec![valid("alpha")],
+        vec![a(), echo("alpha", "handlers/src/alpha_again.rs")],
+        &[
+            "two handlers name the tool alpha: handlers/src/alpha.rs and handlers/src/alpha_again.rs",
+        ],
+    );
+    check(
+        "two definitions, one name",
+        vec![
+            valid("alpha"),
+            definition("extra/alpha.json", &definition_value("alpha")),
+        ],
+        vec![a()],
+        &["two definitions name the tool alpha: definitions/alpha.json and extra/alpha.json"],
+    );
+    check(
+        "an alias that is another tool's name",
+        vec![valid("alpha"), valid("beta")],
+        vec![
+            a(),
+            handler_with(
+                "beta",
+                "handlers/src/beta.rs",
+                Behaviour::Echo,
+                meta(Duration::from_secs(1), RateLimits::NONE, &["alpha"]),
+            ),
+        ],
+        &["alias \"alpha\" of beta (handlers/src/beta.rs) clashes with alpha"],
+    );
+
+    // An invalid definition: its own problem, and its handler told why it
+    // has no usable definition.
+    let usable =
+        "handler handlers/src/alpha.rs has no usable definition: definitions/alpha.json is invalid";
+    let invalid: Vec<(&str, DefinitionFile, &str)> = vec![
+        (
+            "not JSON",
+            DefinitionFile {
+                file: "definitions/alpha.json".into(),
+                text: "{ \"name\": ".into(),
+            },
+            "definitions/alpha.json: not valid JSON",
+        ),
+        (
+            "bad JSON Schema",
+            edited("alpha", |v| {
+                v["parameters"]["properties"]["text"]["type"] = json!("strng")
+            }),
+            "definitions/alpha.json: \"parameters\" is not valid JSON Schema",
+        ),
+        (
+            "no description",
+            edited("alpha", |v| {
+                v.as_object_mut().unwrap().remove("description");
+            }),
+            "definitions/alpha.json: \"description\" must be a non-empty string",
+        ),
+        (
+            "blank description",
+            edited("alpha", |v| v["description"] = json!("  ")),
+            "definitions/alpha.json: \"description\" must be a non-empty string",
+        ),
+        (
+            "a parameter without description",
+            edited("alpha", |v| {
+                v["parameters"]["properties"]["text"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("description");
+            }),
+            "definitions/alpha.json: parameter \"text\" has no description",
+        ),
+        (
+            "additionalProperties left out",
+            edited("alpha", |v| {
+                v["parameters"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("additionalProperties");
+            }),
+            "definitions/alpha.json: \"parameters.additionalProperties\" must be false",
+        ),
+        (
+            "additionalProperties true",
+            edited("alpha", |v| {
+                v["parameters"]["additionalProperties"] = json!(true)
+            }),
+            "definitions/alpha.json: \"parameters.additionalProperties\" must be false",
+        ),
+        (
+            "required parameter that does not exist",
+            edited("alpha", |v| v["parameters"]["required"] = json!(["txt"])),
+            "definitions/alpha.json: required parameter \"txt\" is not among the properties",
+        ),
+        (
+            "unknown key",
+            edited("alpha", |v| v["params"] = json!({})),
+            "definitions/alpha.json: unknown key \"params\"",
+        ),
+        (
+            "file named after another tool",
+            definition("definitions/alpha.json", &definition_value("gamma")),
+            "definitions/alpha.json: the file must be named after its tool (gamma.json)",
+        ),
+    ];
+    for (case, def, problem) in invalid {
+        check(case, vec![def], vec![a()], &[problem, usable]);
+    }
+
+    // Every problem at once, each named.
+    check(
+        "everything wrong",
+        vec![
+            edited("alpha", |v| v["description"] = json!("")),
+            valid("beta"),
+        ],
+        vec![a(), echo("gamma", "handlers/src/gamma.rs")],
+        &[
+            "definitions/alpha.json: \"description\"",
+            usable,
+            "handler handlers/src/gamma.rs has no definition",
+            "definition definitions/beta.json has no handler",
+        ],
+    );
+}
+
+/// What a property schema accepts, reduced to what the comparison needs.
+#[derive(Debug, Default)]
+struct Accepts {
+    types: BTreeSet<String>,
+    format: Option<String>,
+    enumeration: Option<BTreeSet<String>>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    items: Option<Box<Accepts>>,
+}
+
+/// Follows `$ref`s into `$defs`, and `anyOf`/`oneOf` alternatives (null for
+/// an Option, one `const` per variant for a documented enum).
+fn accepts(schema: &Value, root: &Value) -> Accepts {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap();
+        return accepts(&root["$defs"][name], root);
+    }
+    let mut out = Accepts::default();
+    if let Some(alternatives) = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))
+        .and_then(Value::as_array)
+    {
+        for alt in alternatives {
+            let a = accepts(alt, root);
+            out.types.extend(a.types);
+            out.format = out.format.or(a.format);
+            out.minimum = out.minimum.or(a.minimum);
+            out.maximum = out.maximum.or(a.maximum);
+            out.items = out.items.or(a.items);
+            if let Some(values) = a.enumeration {
+                out.enumeration.get_or_insert_default().extend(values);
+            }
+        }
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) => {
+            out.types.insert(t.clone());
+        }
+        Some(Value::Array(ts)) => {
+            out.types
+                .extend(ts.iter().map(|t| t.as_str().unwrap().to_string()));
+        }
+        _ => {}
+    }
+    out.types.remove("null");
+    if let Some(f) = schema.get("format").and_then(Value::as_str) {
+        out.format = Some(f.to_string());
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        out.enumeration
+            .get_or_insert_default()
+            .extend(values.iter().map(|v| v.as_str().unwrap_or("?").to_string()));
+    }
+    if let Some(c) = schema.get("const") {
+        out.enumeration
+            .get_or_insert_default()
+            .insert(c.as_str().unwrap_or("?").to_string());
+    }
+    out.minimum = out
+        .minimum
+        .or_else(|| schema.get("minimum").and_then(Value::as_f64));
+    out.maximum = out
+        .maximum
+        .or_else(|| schema.get("maximum").and_then(Value::as_f64));
+    if let Some(items) = schema.get("items") {
+        out.items = Some(Box::new(accepts(items, root)));
+    }
+    out
+}
+
+/// Where a value the definition lets through would fail to parse into the
+/// handler's type (or the two describe different things).
+fn disagreements(at: &str, def: &Accepts, rs: &Accepts) -> Vec<String> {
+    let mut out = Vec::new();
+    let fits = |t: &str| rs.types.contains(t) || (t == "integer" && rs.types.contains("number"));
+    if def.types.is_empty() || !def.types.iter().all(|t| fits(t)) {
+        out.push(format!(
+            "{at}: the definition allows {:?}, the handler's type {:?}",
+            def.types, rs.types
+        ));
+    }
+    let uuid = |a: &Accepts| a.format.as_deref() == Some("uuid");
+    if uuid(def) != uuid(rs) {
+        out.push(format!(
+            "{at}: format uuid in the definition {} but in the handler's type {}",
+            uuid(def),
+            uuid(rs)
+        ));
+    }
+    if let Some(allowed) = &rs.enumeration {
+        match &def.enumeration {
+            Some(values) if values.is_subset(allowed) => {}
+            other => out.push(format!(
+                "{at}: the handler accepts only {allowed:?}, the definition {other:?}"
+            )),
+        }
+    }
+    if let Some(min) = rs.minimum
+        && def.minimum.is_none_or(|d| d < min)
+    {
+        out.push(format!(
+            "{at}: the handler's type needs at least {min}, the definition allows {:?}",
+            def.minimum
+        ));
+    }
+    if let Some(max) = rs.maximum
+        && def.maximum.is_none_or(|d| d > max)
+    {
+        out.push(format!(
+            "{at}: the handler's type allows at most {max}, the definition {:?}",
+            def.maximum
+        ));
+    }
+    if let (Some(d), Some(r)) = (&def.items, &rs.items) {
+        out.extend(disagreements(&format!("{at}[]"), d, r));
+    }
+    out
+}
+
+fn property_names(schema: &Value) -> BTreeSet<String> {
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn required(schema: &Value) -> BTreeSet<String> {
+    schema["required"]
+        .as_array()
+        .map(|r| r.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn handler_argument_types_agree_with_their_definitions() {
+    let w = World::new().await;
+    let mut problems = Vec::new();
+    for t in w.registry.tools() {
+        let def = &t.definition["parameters"];
+        let rs = &t.args_schema;
+        let name = &t.name;
+        if property_names(def) != property_names(rs) {
+            problems.push(format!(
+                "{name}: parameters {:?} in the definition, {:?} in the handler's Args",
+                property_names(def),
+                property_names(rs)
+            ));
+            continue;
+        }
+        if required(def) != required(rs) {
+            problems.push(format!(
+                "{name}: required {:?} in the definition, {:?} in the handler's Args",
+                required(def),
+                required(rs)
+            ));
+        }
+        if rs.get("additionalProperties") != Some(&json!(false)) {
+            problems.push(format!(
+                "{name}: Args should refuse unknown fields (#[serde(deny_unknown_fields)])"
+            ));
+        }
+        for prop in property_names(def) {
+            let d = accepts(&def["properties"][&prop], def);
+            let r = accepts(&rs["properties"][&prop], rs);
+            problems.extend(disagreements(&format!("{name}.{prop}"), &d, &r));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_comparison_catches_what_it_should() {
+    // (definition property, handler property, whether they disagree)
+    let cases = [
+        (json!({"type": "string"}), json!({"type": "string"}), false),
+        (
+            json!({"type": "integer", "minimum": 0}),
+            json!({"type": ["integer", "null"], "format": "uint64", "minimum": 0}),
+            false,
+        ),
+        (
+            json!({"type": "integer"}),
+            json!({"type": "integer", "format": "uint64", "minimum": 0}),
+            true,
+        ),
+        (
+            json!({"type": "integer", "minimum": 1}),
+            json!({"type": "number"}),
+            false,
+        ),
+        (json!({"type": "number"}), json!({"type": "integer"}), true),
+        (
+            json!({"type": "string", "format": "uuid"}),
+            json!({"type": "string"}),
+            true,
+        ),
+        (
+            json!({"type": "string"}),
+            json!({"type": "string", "format": "uuid"}),
+            true,
+        ),
+        (
+            json!({"type": "string", "enum": ["a", "b"]}),
+            json!({"type": "string"}),
+            false,
+        ),
+        (
+            json!({"type": "string", "enum": ["a", "b"]}),
+            json!({"$ref": "#/$defs/Mode"}),
+            false,
+        ),
+        (
+            json!({"type": "string", "enum": ["a", "c"]}),
+            json!({"$ref": "#/$defs/Mode"}),
+            true,
+        ),
+        (
+            json!({"type": "string"}),
+            json!({"anyOf": [{"$ref": "#/$defs/Mode"}, {"type": "null"}]}),
+            true,
+        ),
+        (
+            json!({"type": "array", "items": {"type": "string"}}),
+            json!({"type": "array", "items": {"type": "integer"}}),
+            true,
+        ),
+        (
+            json!({"type": "boolean"}),
+            json!({"type": ["boolean", "null"]}),
+            false,
+        ),
+    ];
+    let root = json!({ "$defs": { "Mode": { "oneOf": [
+        { "type": "string", "const": "a" },
+        { "type": "string", "const": "b" }
+    ] } } });
+    for (def, rs, disagree) in cases {
+        let found = disagreements("p", &accepts(&def, &json!({})), &accepts(&rs, &root));
+        assert_eq!(!found.is_empty(), disagree, "{def} vs {rs}: {found:?}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_names_get_close_suggestions_and_aliases_resolve() {
+    let w = World::new().await;
+    let in_alpha = w.ctx(w.alice, Some(w.alpha));
+    let nowhere = w.ctx(w.alice, None);
+    // (name, context, what the message says, what it must not say)
+    let cases: &[(&str, &ToolContext, &[&str], &[&str])] = &[
+        (
+            "search_document",
+            &in_alpha,
+            &[
+                "unknown tool \"search_document\"",
+                "did you mean \"search_documents\"",
+            ],
+            &[],
+        ),
+        (
+            "grep_document",
+            &in_alpha,
+            &["did you mean \"grep_documents\""],
+            &[],
+        ),
+        (
+            "Read_Document",
+            &in_alpha,
+            &["did you mean \"read_document\""],
+            &[],
+        ),
+        (
+            "list_source",
+            &in_alpha,
+            &["did you mean \"list_sources\""],
+            &[],
+        ),
+        (
+            "xyzzy",
+            &in_alpha,
+            &["unknown tool \"xyzzy\"; available tools: analyze_document, document_info"],
+            &["did you mean", "web_search"],
+        ),
+        // Only tools this context offers are suggested.
+        (
+            "list_source",
+            &nowhere,
+            &["unknown tool"],
+            &["list_sources"],
+        ),
+    ];
+    for (name, ctx, says, never) in cases {
+        let r = w.call(name, json!({}), ctx).await;
+        assert_eq!(r.code(), Some(ErrorCode::UnknownTool), "{name}: {r:?}");
+        assert_eq!(r.tool, *name);
+        let message = r.error.unwrap().message;
+        for s in *says {
+            assert!(message.contains(s), "{name}: {message:?} lacks {s:?}");
+        }
+        for s in *never {
+            assert!(!message.contains(s), "{name}: {message:?} shows {s:?}");
+        }
+        // An alias that looks close names its tool once.
+        assert_eq!(
+            message.matches("\"search_documents\"").count(),
+            usize::from(*name == "search_document"),
+            "{message}"
+        );
+    }
+
+    let vacuum = w.doc("alpha/guides/vacuum.md");
+    // (alias, arguments, the tool that runs)
+    let aliases = [
+        ("grep", json!({ "pattern": "VACUUM" }), "grep_documents"),
+        (
+            "ls",
+            json!({ "source_id": w.alpha_source }),
+            "list_folder_contents",
+        ),
+        (
+            "tree",
+            json!({ "source_id": w.alpha_source }),
+            "folder_tree",
+        ),
+        ("stat", json!({ "document_id": vacuum }), "document_info"),
+        ("cat", json!({ "document_id": vacuum }), "read_document"),
+        ("sources", json!({}), "list_sources"),
+    ];
+    for (alias, args, tool) in aliases {
+        let r = w.call(alias, args, &in_alpha).await;
+        assert_eq!(r.tool, tool, "{alias}: {r:?}");
+        assert_ne!(r.code(), Some(ErrorCode::UnknownTool), "{alias}: {r:?}");
+        assert_ne!(
+            r.code(),
+            Some(ErrorCode::InvalidArguments),
+            "{alias}: {r:?}"
+        );
+    }
+    let ls = w
+        .ok("ls", json!({ "source_id": w.alpha_source }), &in_alpha)
+        .await;
+    assert_eq!(ls["total_folders"], 4);
+}
+
+#[tokio::test]
+async fn invalid_arguments_name_every_violation() {
+    let w = World::new().await;
+    let ctx = w.ctx(w.alice, Some(w.alpha));
+    let id = w.doc("alpha/guides/vacuum.md");
+    // (tool, arguments, every fragment the message must hold)
+    let cases: &[(&str, Value, &[&str])] = &[
+        (
+            "read_document",
+            json!({ "document_id": "not-a-uuid", "max_length": 0 }),
+            &[
+                "invalid arguments for read_document",
+                "/document_id",
+                "uuid",
+                "/max_length",
+                "minimum",
+            ],
+        ),
+        (
+            "document_info",
+            json!({}),
+            &["\"document_id\" is a required property"],
+        ),
+        (
+            "document_info",
+            json!({ "document_id": id, "documentid": id }),
+            &["documentid"],
+        ),
+        (
+            "list_folder_contents",
+            json!({ "source_id": w.alpha_source, "limit": "ten", "offset": -1 }),
+            &["/limit", "\"ten\"", "/offset", "-1"],
+        ),
+        (
+            "search_documents",
+            json!({ "query": "", "mode": "fuzzy" }),
+            &["/query", "/mode", "fuzzy"],
+        ),
+        (
+            "read_document",
+            json!("vacuum.md"),
+            &["\"vacuum.md\"", "object"],
+        ),
+    ];
+    for (tool, args, says) in cases {
+        let r = w.call(tool, args.clone(), &ctx).await;
+        assert_eq!(
+            r.code(),
+            Some(ErrorCode::InvalidArguments),
+            "{tool} {args}: {r:?}"
+        );
+        assert!(!r.error.as_ref().unwrap().retryable);
+        let message = r.error.unwrap().message;
+        for s in *says {
+            assert!(
+                message.contains(s),
+                "{tool} {args}: {message:?} lacks {s:?}"
+            );
+        }
+    }
+    // Null arguments are no arguments.
+    let r = w.call("list_sources", Value::Null, &ctx).await;
+    assert!(r.success, "{r:?}");
+}
+
+fn offered(w: &World, ctx: &ToolContext) -> Vec<String> {
+    w.registry
+        .get_available_tools(ctx)
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guest_cannot_call_user_level_tools() {
+    let w = World::new().await;
+    let settings = Arc::new(Settings {
+        web_search_enabled: true,
+        fetch_web_page_enabled: true,
+    });
+    let guest =
+        ToolContext::new(w.alice, Some(w.alpha), Permission::Guest).with_settings(settings.clone());
+    let user = ToolContext::new(w.alice, Some(w.alpha), Permission::User).with_settings(settings);
+    let id = w.doc("alpha/guides/vacuum.md");
+    let seen = offered(&w, &guest);
+    for (tool, args) in [
+        ("web_search", json!({ "query": "vacuum" })),
+        (
+            "analyze_document",
+            json!({ "document_id": id, "question": "why?" }),
+        ),
+        ("fetch_web_page", json!({ "url": "http://127.0.0.1/" })),
+    ] {
+        assert!(
+            !seen.contains(&tool.to_string()),
+            "{tool} offered to a guest"
+        );
+        assert!(offered(&w, &user).contains(&tool.to_string()), "{tool}");
+        let r = w.call(tool, args.clone(), &guest).await;
+        assert_eq!(r.code(), Some(ErrorCode::PermissionDenied), "{tool}: {r:?}");
+        let message = r.error.unwrap().message;
+        assert!(
+            message.contains(tool) && message.contains("user") && message.contains("guest"),
+            "{message}"
+        );
+        // A user passes the permission check (the handler may still fail).
+        let r = w.call(tool, args, &user).await;
+        assert_ne!(r.code(), Some(ErrorCode::PermissionDenied), "{tool}: {r:?}");
+    }
+    // Guests keep the reading tools.
+    let doc = w
+        .ok("document_info", json!({ "document_id": id }), &guest)
+        .await;
+    assert_eq!(doc["title"], "Routine Vacuuming");
+    assert!(seen.contains(&"list_folder_contents".to_string()));
+}
+
+#[tokio::test]
+async fn settings_and_the_space_decide_what_is_offered() {
+    let w = World::new().await;
+    let all: BTreeSet<&str> = TOOLS.into_iter().collect();
+    let without = |gone: &[&str]| -> BTreeSet<String> {
+        all.iter()
+            .filter(|t| !gone.contains(t))
+            .map(|t| t.to_string())
+            .collect()
+    };
+    let navigation = ["list_sources", "list_folder_contents", "folder_tree"];
+    // (web search on, fetch on, space, tools not offered)
+    let cases: &[(bool, bool, bool, &[&str])] = &[
+        (false, true, true, &["web_search"]),
+        (true, true, true, &[]),
+        (true, false, true, &["fetch_web_page"]),
+        (false, false, true, &["web_search", "fetch_web_page"]),
+        (true, true, false, &navigation),
+        (
+            false,
+            true,
+            false,
+            &[
+                "web_search",
+                "list_sources",
+                "list_folder_contents",
+                "folder_tree",
+            ],
+        ),
+    ];
+    for (web, fetch, space, gone) in cases {
+        let ctx = w
+            .ctx(w.alice, space.then_some(w.alpha))
+            .with_settings(Arc::new(Settings {
+                web_search_enabled: *web,
+                fetch_web_page_enabled: *fetch,
+            }));
+        let seen: BTreeSet<String> = offered(&w, &ctx).into_iter().collect();
+        assert_eq!(
+            seen,
+            without(gone),
+            "web {web}, fetch {fetch}, space {space}"
+        );
+        // A tool not offered is refused with the reason, not run.
+        for tool in *gone {
+            let r = w.call(tool, json!({}), &ctx).await;
+            assert_eq!(r.code(), Some(ErrorCode::NotAvailable), "{tool}: {r:?}");
+            assert!(r.error.unwrap().message.contains("is offered only when"));
+        }
+    }
+}
+
+/// Two "replicas": registries of their own over one database.
+fn replica(w: &World, handlers: Vec<HandlerEntry>) -> Registry {
+    let definitions = handlers.iter().map(|h| valid(h.name)).collect();
+    Registry::build(
+        definitions,
+        handlers,
+        Arc::new(PgLedger::start(w.test.db.clone())),
+    )
+    .unwrap()
+}
+
+fn limited(name: &'static str, limits: RateLimits) -> HandlerEntry {
+    handler_with(
+        name,
+        "handlers/tests/registry.rs",
+        Behaviour::Echo,
+        meta(Duration::from_secs(5), limits, &[]),
+    )
+}
+
+fn limited_tools() -> Vec<HandlerEntry> {
+    vec![
+        limited(
+            "cooling",
+            RateLimits {
+                cooldown: Some(Duration::from_secs(60)),
+                daily_limit: None,
+            },
+        ),
+        limited(
+            "brief_cooling",
+            RateLimits {
+                cooldown: Some(Duration::from_millis(300)),
+                daily_limit: None,
+            },
+        ),
+        limited(
+            "twice_a_day",
+            RateLimits {
+                cooldown: None,
+                daily_limit: Some(2),
+            },
+        ),
+    ]
+}
+
+async fn run(registry: &Registry, tool: &str, ctx: &ToolContext) -> ToolResult {
+    registry
+        .execute_tool(tool, json!({}), ctx, &NoCallbacks)
+        .await
+}
+
+fn assert_limited(r: &ToolResult, says: &[&str]) {
+    assert_eq!(r.code(), Some(ErrorCode::RateLimited), "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    assert!(error.retryable);
+    for s in says {
+        assert!(error.message.contains(s), "{:?} lacks {s:?}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_hold_across_replicas() {
+    let w = World::new().await;
+    let one = replica(&w, limited_tools());
+    let two = replica(&w, limited_tools());
+    let alice = w.ctx(w.alice, None);
+    let bob = w.ctx(w.bob, None);
+
+    // Cooldown: the second replica knows of the first one's call.
+    assert!(run(&one, "cooling", &alice).await.success);
+    let refused = run(&two, "cooling", &alice).await;
+    assert_limited(
+        &refused,
+        &[
+            "cooling was called less than 60000 ms ago",
+            "wait",
+            "ms before calling it again",
+        ],
+    );
+    assert_limited(&run(&one, "cooling", &alice).await, &["cooling"]);
+    // Per user: bob has his own.
+    assert!(run(&two, "cooling", &bob).await.success);
+
+    // A short cooldown passes.
+    assert!(run(&one, "brief_cooling", &alice).await.success);
+    assert_limited(&run(&two, "brief_cooling", &alice).await, &["wait"]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(run(&two, "brief_cooling", &alice).await.success);
+
+    // Daily limit: two calls between both replicas, then refused on either.
+    assert!(run(&one, "twice_a_day", &alice).await.success);
+    assert!(run(&two, "twice_a_day", &alice).await.success);
+    for registry in [&one, &two] {
+        assert_limited(
+            &run(registry, "twice_a_day", &alice).await,
+            &[
+                "twice_a_day may be called 2 times per day",
+                "resets at midnight UTC",
+            ],
+        );
+    }
+    assert!(run(&one, "twice_a_day", &bob).await.success);
+
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let count: i32 = sqlx::query_scalar(
+        "SELECT count FROM rate_limits WHERE user_id = $1 AND tool = 'twice_a_day'",
+    )
+    .bind(w.alice)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(count, 2, "refused calls are not counted");
+}
+
+#[tokio::test]
+async fn a_handler_past_its_timeout_is_cut_off() {
+    let w = World::new().await;
+    let registry = replica(
+        &w,
+        vec![
+            handler_with(
+                "slow",
+                "handlers/tests/registry.rs",
+                Behaviour::Sleep(Duration::from_secs(30)),
+                meta(Duration::from_millis(100), RateLimits::NONE, &[]),
+            ),
+            handler_with(
+                "quick",
+                "handlers/tests/registry.rs",
+                Behaviour::Sleep(Duration::from_millis(10)),
+                meta(Duration::from_millis(2000), RateLimits::NONE, &[]),
+            ),
+        ],
+    );
+    let ctx = w.ctx(w.alice, None);
+    let r = run(&registry, "slow", &ctx).await;
+    assert_eq!(r.code(), Some(ErrorCode::Timeout), "{r:?}");
+    let error = r.error.unwrap();
+    assert!(error.retryable);
+    assert_eq!(error.message, "slow did not finish within 100 ms");
+    assert!((100..2000).contains(&r.duration_ms), "{}", r.duration_ms);
+    assert!(run(&registry, "quick", &ctx).await.success);
+}
+
+#[tokio::test]
+async fn a_panicking_handler_fails_the_call_not_the_process() {
+    let w = World::new().await;
+    let registry = replica(
+        &w,
+        vec![
+            handler("boom", "handlers/tests/registry.rs", Behaviour::Panic),
+            handler("echo", "handlers/tests/registry.rs", Behaviour::Echo),
+        ],
+    );
+    let ctx = w.ctx(w.alice, None);
+    for _ in 0..2 {
+        let r = run(&registry, "boom", &ctx).await;
+        assert_eq!(r.code(), Some(ErrorCode::Internal), "{r:?}");
+        let message = r.error.unwrap().message;
+        assert_eq!(message, "boom failed unexpectedly; the error was logged");
+        assert!(!message.contains("a bug in a handler"));
+        let echo = registry
+            .execute_tool("echo", json!({ "text": "still here" }), &ctx, &NoCallbacks)
+            .await;
+        assert_eq!(echo.data.unwrap()["echo"]["text"], "still here");
+    }
+}
+
+#[derive(Debug, sqlx::FromRow, PartialEq)]
+struct AuditRow {
+    tool: String,
+    duration_ms: i32,
+    user_id: Uuid,
+    space_id: Option<Uuid>,
+    request_id: String,
+    call_id: String,
+    parent_call_id: Option<String>,
+    success: bool,
+    error: Option<String>,
+    args: Option<Value>,
+}
+
+#[tokio::test]
+async fn every_call_leaves_an_audit_record() {
+    let w = World::new().await;
+    let id = w.doc("alpha/guides/vacuum.md");
+    let missing = Uuid::new_v4();
+    let ctx = |call: &str| {
+        let mut ctx = w
+            .ctx(w.alice, Some(w.alpha))
+            .with_request_id("req-audit")
+            .with_call_id(call);
+        ctx.parent_call_id = Some("call-parent".into());
+        ctx
+    };
+    let ok = w
+        .call("stat", json!({ "document_id": id }), &ctx("call-1"))
+        .await;
+    let not_found = w
+        .call(
+            "document_info",
+            json!({ "document_id": missing }),
+            &ctx("call-2"),
+        )
+        .await;
+    let unknown = w.call("no_such_tool", json!({}), &ctx("call-3")).await;
+    // Without a call id the registry makes one up, and the record has it.
+    let mut anonymous = w.ctx(w.bob, None).with_request_id("req-audit");
+    anonymous.parent_call_id = None;
+    let made_up = w.call("list_sources", json!({}), &anonymous).await;
+    assert!(made_up.call_id.starts_with("call_"), "{}", made_up.call_id);
+    w.ledger.flush().await;
+
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<AuditRow> = sqlx::query_as(
+        "SELECT tool, duration_ms, user_id, space_id, request_id, call_id, parent_call_id,
+                success, error, args
+           FROM tool_calls WHERE request_id = 'req-audit' ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    let row =
+        |tool: &str, result: &ToolResult, user: Uuid, space: Option<Uuid>, args: Value| AuditRow {
+            tool: tool.into(),
+            duration_ms: result.duration_ms as i32,
+            user_id: user,
+            space_id: space,
+            request_id: "req-audit".into(),
+            call_id: result.call_id.clone(),
+            parent_call_id: space.map(|_| "call-parent".into()),
+            success: result.success,
+            error: result.error.as_ref().map(|e| e.message.clone()),
+            args: Some(args),
+        };
+    let expected = vec![
+        row(
+            "document_info",
+            &ok,
+            w.alice,
+            Some(w.alpha),
+            json!({ "document_id": id }),
+        ),
+        row(
+            "document_info",
+            &not_found,
+            w.alice,
+            Some(w.alpha),
+            json!({ "document_id": missing }),
+        ),
+        row("no_such_tool", &unknown, w.alice, Some(w.alpha), json!({})),
+        row("list_sources", &made_up, w.bob, None, json!({})),
+    ];
+    assert_eq!(rows, expected);
+    assert!(
+        rows[1]
+            .error
+            .as_ref()
+            .unwrap()
+            .contains(&missing.to_string())
+    );
+    assert_eq!(rows[0].call_id, "call-1");
+
+    let recent: bool = sqlx::query_scalar(
+        "SELECT bool_and(ts > now() - interval '1 minute') FROM tool_calls WHERE request_id = 'req-audit'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert!(recent);
+}
