@@ -60,7 +60,7 @@ async fn every_definition_has_its_handler_and_the_other_way_round() {
         .collect();
     assert_eq!(embedded, on_disk);
 
-    let handlers: Vec<&str> = data_plane_handlers::all(&w.deps)
+    let handlers: Vec<&str> = data_plane_handlers::all(Some(&w.deps))
         .iter()
         .map(|h| h.name)
         .collect();

@@ -36,7 +36,14 @@ impl Db {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options.application_name("data-plane"))
+            // JIT compilation costs up to a second on the large plans of tree
+            // and search queries that run in milliseconds; nothing here
+            // runs long enough to repay it.
+            .connect_with(
+                options
+                    .application_name("data-plane")
+                    .options([("jit", "off")]),
+            )
             .await?;
         let db = Db { pool };
         db.check_role().await?;
