@@ -54,10 +54,12 @@ test: setup ## set up, then run every test against the real PostgreSQL
 	else \
 		cargo test --workspace --no-fail-fast; \
 	fi
+	bash scripts/check_layers.sh
 
-lint: ## formatting and clippy, warnings as errors
+lint: ## formatting, clippy (warnings as errors) and the crate layering
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	bash scripts/check_layers.sh
 
 bench: setup ## set up, then run every benchmark program in benches/
 	bash scripts/bench.sh
