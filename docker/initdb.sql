@@ -61,9 +61,19 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION IF NOT EXISTS pgcrypto;
+-- SQL that users write (query_documents) runs as data_plane_query. set_config
+-- would let it switch its role back or forge the identity that row-level
+-- security reads, so only the server's own roles may call it.
+REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) TO data_plane_app, data_plane_owner;
 
 \connect :"dbname"
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION IF NOT EXISTS pgcrypto;
+-- SQL that users write (query_documents) runs as data_plane_query. set_config
+-- would let it switch its role back or forge the identity that row-level
+-- security reads, so only the server's own roles may call it.
+REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) TO data_plane_app, data_plane_owner;

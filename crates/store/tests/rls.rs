@@ -200,6 +200,27 @@ async fn the_query_role_sees_only_member_tables_and_never_the_system_policy() {
     assert!(denied.is_err(), "the query role must not read chunks");
     tx.rollback().await.unwrap();
 
+    // Nor can it change whom it acts for, or become the server's role again:
+    // set_config is not the query role's to call.
+    for forge in [
+        format!(
+            "SELECT set_config('data_plane.user_id', '{}', true)",
+            world.bob
+        ),
+        "SELECT set_config('data_plane.system', 'on', true)".to_string(),
+        "SELECT set_config('role', 'data_plane_app', true)".to_string(),
+    ] {
+        let mut tx = test.db.begin(Scope::User(world.alice)).await.unwrap();
+        sqlx::query("SET LOCAL ROLE data_plane_query")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let refused = sqlx::query(&forge).execute(&mut *tx).await;
+        let message = refused.expect_err(&forge).to_string();
+        assert!(message.contains("permission denied"), "{forge}: {message}");
+        tx.rollback().await.unwrap();
+    }
+
     // Even claiming system scope gives the query role nothing more.
     let mut tx = test.db.begin(Scope::System).await.unwrap();
     sqlx::query("SET LOCAL ROLE data_plane_query")
