@@ -4,6 +4,7 @@
 
 pub mod deps;
 pub mod ledger;
+mod prefilter;
 
 mod analyze_document;
 pub mod document_info;
