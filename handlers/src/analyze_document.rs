@@ -20,6 +20,10 @@ pub struct Args {
     /// The document to analyse.
     pub document_id: Uuid,
     /// What to find out about the document.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub question: String,
 }
 
@@ -45,11 +49,24 @@ pub fn available(_ctx: &ToolContext) -> bool {
 }
 
 pub async fn run(
-    _deps: &Deps,
-    _args: Args,
-    _ctx: &ToolContext,
+    deps: &Deps,
+    args: Args,
+    ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
 ) -> Result<Value, ToolError> {
+    // The document must be one the caller can read, whatever happens next.
+    let mut tx = deps.read("analyze_document", ctx).await?;
+    let readable: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM documents WHERE id = $1 AND ($2::uuid IS NULL OR space_id = $2)",
+    )
+    .bind(args.document_id)
+    .bind(ctx.space_id)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(|e| crate::deps::internal("analyze_document", e))?;
+    if readable.is_none() {
+        return Err(crate::document_info::not_found(args.document_id));
+    }
     Err(ToolError::unavailable(
         "analyze_document needs a language model and none is configured (set OPENAI_BASE_URL and DATA_PLANE_MODEL)",
     ))

@@ -17,10 +17,22 @@ use crate::Deps;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The http or https URL to fetch.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub url: String,
     /// Character offset in the extracted text to start at.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub start: Option<u64>,
     /// Most characters to return.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub max_length: Option<u64>,
 }
 

@@ -17,12 +17,28 @@ use crate::Deps;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The search terms.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub query: String,
     /// Number of results.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub count: Option<u64>,
     /// Only results from the last day, week, month or year.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub freshness: Option<String>,
     /// Only results from this site, e.g. `postgresql.org`.
+    #[expect(
+        dead_code,
+        reason = "read once the handler is built; until then it refuses every call"
+    )]
     pub site: Option<String>,
 }
 
