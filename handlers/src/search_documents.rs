@@ -7,7 +7,7 @@
 //! before it is returned, so a stale keyword-index entry never shows. The
 //! design and measured figures are in docs/search.md.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
@@ -71,7 +71,7 @@ const MAX_LIMIT: u64 = 50;
 /// them and sorts by distance: exact, and cheaper than walking the graph past
 /// the many neighbours a selective filter throws away (docs/search.md has
 /// the measurements behind the figure).
-pub const EXACT_MAX_CHUNKS: i64 = 5_000;
+pub const EXACT_MAX_CHUNKS: i64 = 3_000;
 /// The HNSW candidate list: at least this wide, and twice the hits wanted.
 const MIN_EF_SEARCH: usize = 100;
 /// pgvector's ceiling for `hnsw.ef_search`.
@@ -79,7 +79,7 @@ const MAX_EF_SEARCH: usize = 1_000;
 /// How far an iterative index scan may go before giving up; a scan that ends
 /// short falls back to the exact path, so this bounds time, not recall.
 const MAX_SCAN_TUPLES: usize = 20_000;
-/// Keyword hits beyond the limit, so that entries the index still holds for
+/// Candidates read back beyond the limit, so that keyword-index entries for
 /// chunks PostgreSQL no longer has do not leave the answer short.
 const KEYWORD_SLACK: usize = 10;
 
@@ -260,17 +260,28 @@ pub async fn run(
 
     let mut vector_hits = Vec::new();
     if mode.uses_vectors() {
-        let t = Instant::now();
-        let embedding = deps.embedder.embed_query(&query).await.map_err(|e| {
+        // The database decides how to search (counting a large scope takes
+        // a few milliseconds) while the query is being embedded.
+        let embed = async {
+            let t = Instant::now();
+            (deps.embedder.embed_query(&query).await, t.elapsed())
+        };
+        let plan = async {
+            let t = Instant::now();
+            let strategy = plan(&mut tx, &filters, depth, VectorStrategy::Auto).await;
+            (strategy, t.elapsed())
+        };
+        let ((embedding, embed_took), (strategy, plan_took)) = tokio::join!(embed, plan);
+        let embedding = embedding.map_err(|e| {
             tracing::error!(tool = NAME, error = %e, "query embedding failed");
             ToolError::unavailable(format!(
                 "{NAME} could not embed the query just now; try again shortly, or use mode keyword"
             ))
         })?;
-        output.timings.embed_ms = ms(t.elapsed());
+        output.timings.embed_ms = ms(embed_took);
         let t = Instant::now();
-        let nearest = nearest(&mut tx, &embedding, &filters, depth, VectorStrategy::Auto).await?;
-        output.timings.vector_ms = ms(t.elapsed());
+        let nearest = search(&mut tx, &embedding, &filters, depth, strategy?).await?;
+        output.timings.vector_ms = ms(plan_took + t.elapsed());
         output.vector_strategy = Some(nearest.strategy);
         vector_hits = nearest.hits;
     }
@@ -280,15 +291,13 @@ pub async fn run(
         let (hits, took) = task
             .await
             .map_err(|e| internal(NAME, format!("keyword search task failed: {e}")))?;
-        let hits = hits.map_err(|e| internal(NAME, e))?;
-        let t = Instant::now();
-        keyword_hits = still_present(&mut tx, &filters, hits).await?;
-        output.timings.keyword_ms = ms(took + t.elapsed());
+        keyword_hits = hits.map_err(|e| internal(NAME, e))?;
+        output.timings.keyword_ms = ms(took);
     }
 
-    let ranked = rank(mode, &vector_hits, &keyword_hits, limit);
+    let candidates = rank(mode, &vector_hits, &keyword_hits);
     let t = Instant::now();
-    output.results = fetch(&mut tx, &filters, ranked).await?;
+    output.results = read_back(&mut tx, &filters, candidates, limit).await?;
     output.timings.fetch_ms = ms(t.elapsed());
     if output.results.is_empty() {
         output.note = Some(empty_note(&mut tx, &filters, mode).await?);
@@ -332,15 +341,15 @@ impl Filters {
         if let Some(id) = self.source_id {
             let p = bind(args, id)?;
             sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM documents d WHERE d.id = c.document_id AND d.source_id = {p})"
+                " AND EXISTS (SELECT 1 FROM documents sd WHERE sd.id = c.document_id AND sd.source_id = {p})"
             ));
         }
         if let Some(folder) = &self.folder {
             let p = bind(args, folder.clone())?;
             sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM documents d JOIN folders f ON f.id = d.folder_id
-                               WHERE d.id = c.document_id
-                                 AND (f.path = {p} OR starts_with(f.path, {p} || '/')))"
+                " AND EXISTS (SELECT 1 FROM documents fd JOIN folders ff ON ff.id = fd.folder_id
+                               WHERE fd.id = c.document_id
+                                 AND (ff.path = {p} OR starts_with(ff.path, {p} || '/')))"
             ));
         }
         Ok(sql)
@@ -451,19 +460,45 @@ pub async fn nearest(
     k: usize,
     strategy: VectorStrategy,
 ) -> Result<Nearest, ToolError> {
-    let k = k.max(1);
-    let vector = Vector::from(embedding.to_vec());
+    let strategy = plan(tx, filters, k, strategy).await?;
+    search(tx, embedding, filters, k, strategy).await
+}
+
+/// Resolves `Auto` by counting the scope, and readies the transaction for
+/// an index scan when one may run.
+async fn plan(
+    tx: &mut ScopedTx,
+    filters: &Filters,
+    k: usize,
+    strategy: VectorStrategy,
+) -> Result<VectorStrategy, ToolError> {
     let strategy = match strategy {
         VectorStrategy::Auto if in_scope_at_most(tx, filters, EXACT_MAX_CHUNKS).await? => {
             VectorStrategy::Exact
         }
         VectorStrategy::Auto => VectorStrategy::IndexThenExact,
-        forced => forced,
+        chosen => chosen,
     };
+    if strategy != VectorStrategy::Exact {
+        configure_index_scan(tx, k).await?;
+    }
+    Ok(strategy)
+}
+
+/// Runs a planned strategy.
+async fn search(
+    tx: &mut ScopedTx,
+    embedding: &[f32],
+    filters: &Filters,
+    k: usize,
+    strategy: VectorStrategy,
+) -> Result<Nearest, ToolError> {
+    let k = k.max(1);
+    let vector = Vector::from(embedding.to_vec());
     let (hits, strategy) = match strategy {
         VectorStrategy::Exact => (exact(tx, &vector, filters, k).await?, strategy),
         VectorStrategy::Index => (by_index(tx, &vector, filters, k).await?, strategy),
-        _ => {
+        VectorStrategy::Auto | VectorStrategy::IndexThenExact => {
             let hits = by_index(tx, &vector, filters, k).await?;
             if hits.len() >= k {
                 (hits, VectorStrategy::Index)
@@ -474,6 +509,26 @@ pub async fn nearest(
         }
     };
     Ok(Nearest { hits, strategy })
+}
+
+/// Iterative scanning keeps walking the graph until `k` chunks pass the
+/// filters (pgvector's default stops after `ef_search` candidates, which a
+/// selective filter, such as the one row-level security adds, can empty).
+/// Transaction-local, so nothing carries over to the pooled connection's
+/// next user.
+async fn configure_index_scan(tx: &mut ScopedTx, k: usize) -> Result<(), ToolError> {
+    let ef_search = (2 * k).clamp(MIN_EF_SEARCH, MAX_EF_SEARCH);
+    sqlx::query(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+                set_config('hnsw.ef_search', $1, true),
+                set_config('hnsw.max_scan_tuples', $2, true)",
+    )
+    .bind(ef_search.to_string())
+    .bind(MAX_SCAN_TUPLES.to_string())
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| internal(NAME, e))?;
+    Ok(())
 }
 
 /// Whether `filters` admit at most `max` chunks. Counting stops just past
@@ -520,29 +575,14 @@ async fn exact(
     Ok(to_hits(rows))
 }
 
-/// The HNSW path. Iterative scanning keeps walking the graph until `k` chunks
-/// pass the filters (pgvector's default stops after `ef_search` candidates,
-/// which a selective filter, such as the one row-level security adds, can
-/// empty). Relaxed order may return neighbours slightly out of order, so
-/// they are sorted again by distance.
+/// The HNSW path, after [`configure_index_scan`]. Relaxed order may return
+/// neighbours slightly out of order, so they are sorted again by distance.
 async fn by_index(
     tx: &mut ScopedTx,
     vector: &Vector,
     filters: &Filters,
     k: usize,
 ) -> Result<Vec<VectorHit>, ToolError> {
-    let ef_search = (2 * k).clamp(MIN_EF_SEARCH, MAX_EF_SEARCH);
-    // Transaction-local: nothing carries over to the pooled connection's next user.
-    sqlx::query(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
-                set_config('hnsw.ef_search', $1, true),
-                set_config('hnsw.max_scan_tuples', $2, true)",
-    )
-    .bind(ef_search.to_string())
-    .bind(MAX_SCAN_TUPLES.to_string())
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| internal(NAME, e))?;
     let mut args = PgArguments::default();
     let q = bind(&mut args, vector.clone())?;
     let conditions = filters.conditions(&mut args)?;
@@ -567,34 +607,6 @@ fn to_hits(rows: Vec<(i64, f64)>) -> Vec<VectorHit> {
         .collect()
 }
 
-/// The keyword hits whose chunks PostgreSQL still holds within the filters
-/// and the caller's reach: the index lives outside row-level security and
-/// may lag behind a deletion.
-async fn still_present(
-    tx: &mut ScopedTx,
-    filters: &Filters,
-    hits: Vec<KeywordHit>,
-) -> Result<Vec<KeywordHit>, ToolError> {
-    if hits.is_empty() {
-        return Ok(hits);
-    }
-    let ids: Vec<i64> = hits.iter().map(|h| h.chunk_id).collect();
-    let mut args = PgArguments::default();
-    let p = bind(&mut args, ids)?;
-    let conditions = filters.conditions(&mut args)?;
-    let sql = format!("SELECT c.id FROM chunks c WHERE c.id = ANY({p}) AND {conditions}");
-    let present: HashSet<i64> = sqlx::query_scalar_with::<_, i64, _>(&sql, args)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(|e| internal(NAME, e))?
-        .into_iter()
-        .collect();
-    Ok(hits
-        .into_iter()
-        .filter(|h| present.contains(&h.chunk_id))
-        .collect())
-}
-
 /// A chunk chosen for the answer, before its text is read.
 #[derive(Debug)]
 struct Ranked {
@@ -603,9 +615,9 @@ struct Ranked {
     found_by: Vec<FoundBy>,
 }
 
-/// The final order: one retriever's list as it is, or both fused by
-/// reciprocal rank.
-fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit], limit: usize) -> Vec<Ranked> {
+/// Every candidate in answer order: one retriever's list as it is, or both
+/// fused by reciprocal rank.
+fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit]) -> Vec<Ranked> {
     let vector_found = |i: usize, h: &VectorHit| FoundBy {
         retriever: Retriever::Vector,
         rank: i + 1,
@@ -619,7 +631,6 @@ fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit], limit: usize) 
     match mode {
         Mode::Vector => vector
             .iter()
-            .take(limit)
             .enumerate()
             .map(|(i, h)| Ranked {
                 chunk_id: h.chunk_id,
@@ -629,7 +640,6 @@ fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit], limit: usize) 
             .collect(),
         Mode::Keyword => keyword
             .iter()
-            .take(limit)
             .enumerate()
             .map(|(i, h)| Ranked {
                 chunk_id: h.chunk_id,
@@ -640,7 +650,8 @@ fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit], limit: usize) 
         Mode::Hybrid => {
             let vector_ids: Vec<i64> = vector.iter().map(|h| h.chunk_id).collect();
             let keyword_ids: Vec<i64> = keyword.iter().map(|h| h.chunk_id).collect();
-            reciprocal_rank_fusion(&[vector_ids, keyword_ids], DEFAULT_RRF_K, limit)
+            let all = vector_ids.len() + keyword_ids.len();
+            reciprocal_rank_fusion(&[vector_ids, keyword_ids], DEFAULT_RRF_K, all)
                 .into_iter()
                 .map(|fused| {
                     let mut found_by = Vec::new();
@@ -678,54 +689,72 @@ struct ChunkRow {
     text: String,
 }
 
-/// Reads the chosen chunks with their documents, in rank order.
-async fn fetch(
+/// The best `limit` candidates as PostgreSQL holds them now, read under
+/// row-level security and the filters, in rank order. Keyword candidates
+/// come from an index outside row-level security that may lag behind a
+/// deletion: a candidate PostgreSQL no longer has drops out and the next
+/// one takes its place.
+async fn read_back(
     tx: &mut ScopedTx,
     filters: &Filters,
-    ranked: Vec<Ranked>,
+    candidates: Vec<Ranked>,
+    limit: usize,
 ) -> Result<Vec<Hit>, ToolError> {
-    if ranked.is_empty() {
-        return Ok(Vec::new());
+    let mut hits: Vec<Hit> = Vec::with_capacity(limit);
+    let mut rest = candidates.into_iter();
+    while hits.len() < limit {
+        let batch: Vec<Ranked> = rest
+            .by_ref()
+            .take(limit - hits.len() + KEYWORD_SLACK)
+            .collect();
+        if batch.is_empty() {
+            break;
+        }
+        let ids: Vec<i64> = batch.iter().map(|r| r.chunk_id).collect();
+        let mut args = PgArguments::default();
+        let p = bind(&mut args, ids)?;
+        let conditions = filters.conditions(&mut args)?;
+        let sql = format!(
+            "SELECT c.id, c.document_id, d.path, d.name, d.title, d.source_id, s.name AS source,
+                    c.space_id, c.heading, c.page, c.char_start, c.char_end, c.text
+               FROM chunks c
+               JOIN documents d ON d.id = c.document_id
+               JOIN sources s ON s.id = d.source_id
+              WHERE c.id = ANY({p}) AND {conditions}"
+        );
+        let rows: Vec<ChunkRow> = sqlx::query_as_with(&sql, args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| internal(NAME, e))?;
+        let mut rows: HashMap<i64, ChunkRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+        for r in batch {
+            if hits.len() == limit {
+                break;
+            }
+            let Some(row) = rows.remove(&r.chunk_id) else {
+                continue;
+            };
+            hits.push(Hit {
+                rank: hits.len() + 1,
+                score: r.score,
+                found_by: r.found_by,
+                chunk_id: row.id,
+                document_id: row.document_id,
+                path: row.path,
+                name: row.name,
+                title: row.title,
+                source_id: row.source_id,
+                source: row.source,
+                space_id: row.space_id,
+                heading: row.heading,
+                page: row.page,
+                char_start: row.char_start,
+                char_end: row.char_end,
+                text: row.text,
+            });
+        }
     }
-    let ids: Vec<i64> = ranked.iter().map(|r| r.chunk_id).collect();
-    let rows: Vec<ChunkRow> = sqlx::query_as(
-        "SELECT c.id, c.document_id, d.path, d.name, d.title, d.source_id, s.name AS source,
-                c.space_id, c.heading, c.page, c.char_start, c.char_end, c.text
-           FROM chunks c
-           JOIN documents d ON d.id = c.document_id
-           JOIN sources s ON s.id = d.source_id
-          WHERE c.id = ANY($1) AND c.space_id = ANY($2)",
-    )
-    .bind(&ids)
-    .bind(&filters.spaces)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| internal(NAME, e))?;
-    let mut rows: HashMap<i64, ChunkRow> = rows.into_iter().map(|r| (r.id, r)).collect();
-    // A chunk deleted between retrieval and this read simply drops out.
-    Ok(ranked
-        .into_iter()
-        .filter_map(|r| rows.remove(&r.chunk_id).map(|row| (r, row)))
-        .enumerate()
-        .map(|(i, (r, row))| Hit {
-            rank: i + 1,
-            score: r.score,
-            found_by: r.found_by,
-            chunk_id: row.id,
-            document_id: row.document_id,
-            path: row.path,
-            name: row.name,
-            title: row.title,
-            source_id: row.source_id,
-            source: row.source,
-            space_id: row.space_id,
-            heading: row.heading,
-            page: row.page,
-            char_start: row.char_start,
-            char_end: row.char_end,
-            text: row.text,
-        })
-        .collect())
+    Ok(hits)
 }
 
 /// Why nothing came back: nothing to search, or nothing matched.
