@@ -16,7 +16,7 @@ mod list_folder_contents;
 mod list_sources;
 mod query_documents;
 mod read_document;
-mod search_documents;
+pub mod search_documents;
 mod web_search;
 
 use std::sync::Arc;
