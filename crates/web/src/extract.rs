@@ -1,0 +1,1 @@
+//! Readable extraction: the main content of an HTML page as Markdown, and its metadata.

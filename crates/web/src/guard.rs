@@ -1,0 +1,1 @@
+//! The SSRF guard: which URLs and addresses may be fetched.

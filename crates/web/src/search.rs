@@ -1,0 +1,1 @@
+//! Web-search providers behind one trait, with normalised results.
