@@ -36,6 +36,12 @@ export DATA_PLANE_DATA_DIR="$DATA" DATA_PLANE_ADDR="127.0.0.1:$PORT" RUST_LOG=wa
 export DATA_PLANE_MODEL_DIR="${DATA_PLANE_MODEL_DIR:-$PWD/.data/model/all-MiniLM-L6-v2}"
 
 $BIN migrate >/dev/null
+# The search corpus has no tables: the demo corpus's CSV data sets give
+# query_documents something to read (skipped when already there).
+DATASETS="${DEMO_CORPUS:-.data/corpus/demo}/datasets"
+if [[ -d "$DATASETS" ]]; then
+    $BIN ingest "$DATASETS" --space library --source datasets >/dev/null
+fi
 TOKEN=$($BIN token --user bench-http@example.com --space library)
 $BIN serve --no-migrate >"$DATA/server.log" 2>&1 &
 SERVER=$!
@@ -56,10 +62,15 @@ def call(path, body=None):
     req = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": "Bearer " + token, "content-type": "application/json"})
     return json.load(urllib.request.urlopen(req))
+def first(pattern):
+    hits = call("/v1/tools/find_by_name/execute", {"args": {"pattern": pattern, "limit": 1}, "spaceId": space})
+    matches = hits["data"]["documents"] if hits.get("success") else []
+    if not matches:
+        sys.exit(f"no document matches {pattern} in the bench space: {json.dumps(hits)[:300]}")
+    return {"id": matches[0]["document_id"]}
 sources = call(f"/v1/spaces/{space}/sources")["sources"]
-docs = call(f"/v1/spaces/{space}/documents?limit=1000")["documents"]
-doc = next(d for d in docs if d["path"].endswith(".html"))
-csv = next(d for d in docs if d["path"].endswith(".csv"))
+doc = first("**/*.html")
+csv = first("**/*.csv")
 info = call("/v1/tools/document_info/execute", {"args": {"document_id": csv["id"]}})
 table = info["data"]["metadata"]["tables"][0]["name"]
 print(sources[0]["id"], doc["id"], csv["id"], table)

@@ -750,6 +750,80 @@ async fn the_candidate_lookup_answers_only_for_readable_spaces() {
 }
 
 #[tokio::test]
+async fn the_candidate_lookup_keeps_to_readable_spaces_in_large_spaces_too() {
+    let w = World::new().await;
+    // From 500 documents in the spaces asked for, dp_document_candidates lets
+    // the trigram index drive the scan and filters spaces afterwards: the
+    // same answers must come out of that path.
+    for i in 0..520 {
+        add_document(
+            &w,
+            w.alpha,
+            w.alpha_source,
+            &format!("bulk/filler-{i:04}.txt"),
+            &format!("routine filler page {i} about nothing in particular"),
+        )
+        .await;
+    }
+    let needle = add_document(
+        &w,
+        w.alpha,
+        w.alpha_source,
+        "bulk/needle.txt",
+        "the quarterly budget approved in alpha",
+    )
+    .await;
+    let candidates = async |user: Uuid, spaces: Vec<Uuid>, pattern: &str| -> Vec<Uuid> {
+        let mut tx = w.deps.db.begin(Scope::User(user)).await.unwrap();
+        let mut ids: Vec<Uuid> =
+            sqlx::query_scalar("SELECT dp_document_candidates($1, ARRAY[$2], '{}', '{}')")
+                .bind(spaces)
+                .bind(pattern)
+                .fetch_all(&mut *tx)
+                .await
+                .unwrap();
+        ids.sort();
+        ids
+    };
+    let meeting = w.doc("alpha/notes/meeting-2024-03.txt");
+    let zanzibar = w.doc("beta/plans/zanzibar.md");
+    let mut expected = vec![meeting, needle];
+    expected.sort();
+    let budget = "[Bb]udget\\u0020approved";
+    assert_eq!(candidates(w.alice, vec![w.alpha], budget).await, expected);
+    assert_eq!(
+        candidates(w.alice, vec![w.alpha, w.beta], budget).await,
+        expected
+    );
+    assert!(candidates(w.alice, vec![w.beta], budget).await.is_empty());
+    assert!(
+        candidates(w.carol, vec![w.alpha, w.beta], budget)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        candidates(w.bob, vec![w.alpha, w.beta], budget).await,
+        [zanzibar]
+    );
+    assert_eq!(
+        candidates(w.alice, vec![w.alpha], "filler page 51[0-9]")
+            .await
+            .len(),
+        10
+    );
+    // And through the tool: the match among hundreds of documents is found.
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let found = w
+        .ok(
+            "grep_documents",
+            json!({ "pattern": "quarterly budget approved" }),
+            &alice,
+        )
+        .await;
+    assert_eq!(found["returned"], 1, "{found}");
+}
+
+#[tokio::test]
 async fn the_index_never_loses_a_match() {
     let w = World::new().await;
     let alice = w.ctx(w.alice, Some(w.alpha));
