@@ -314,7 +314,9 @@ impl StreamParser {
             self.pending_ws.clear();
         }
         self.after_markup = true;
-        self.line_start = false;
+        // What follows markup starts afresh, as a line does: a call array
+        // right after `</think>` is still a call array.
+        self.line_start = true;
         self.prev = b'>';
         self.mode = Mode::Text;
     }

@@ -582,6 +582,21 @@ fn cases() -> Vec<Case> {
             "[{\"arguments\": {\"pattern\": \"[a-z]+ {2} ]]\\\"[\"}, \"name\": \"grep_documents\"}]",
             vec![c("grep_documents", json!({"pattern": "[a-z]+ {2} ]]\"["}))],
         ),
+        case(
+            "think then a bare array on the same line",
+            "<think>two lookups</think>[{\"name\": \"web_search\", \"arguments\": {\"query\": \"a\"}}]",
+            vec![c("web_search", json!({"query": "a"}))],
+        ),
+        case(
+            "call then footnote-like text on the same line",
+            "<tool_call>{\"name\": \"web_search\", \"arguments\": {}}</tool_call>[1] see above",
+            vec![c("web_search", json!({})), t("[1] see above")],
+        ),
+        case(
+            "mistral-style prefix is text",
+            "[TOOL_CALLS] none needed today.",
+            vec![t("[TOOL_CALLS] none needed today.")],
+        ),
         // Truncated and malformed markup.
         case(
             "truncated tool_call",
