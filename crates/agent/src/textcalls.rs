@@ -124,6 +124,25 @@ enum Mode {
     Array(ArrayState),
 }
 
+/// Where a `<tool_call>` body ends, as far as the input shows.
+enum JsonClose {
+    Found(usize),
+    /// A possible closing tag is cut off by the end of the input.
+    Wait,
+    NotFound,
+}
+
+/// The scan of a `<tool_call>` body, kept between deltas.
+#[derive(Debug, Default, Clone, Copy)]
+struct CallScan {
+    /// Whether the body is JSON; unknown until its first non-blank byte.
+    json: Option<bool>,
+    in_string: bool,
+    escaped: bool,
+    /// The first closing tag seen inside a JSON string.
+    fallback: Option<usize>,
+}
+
 /// What a look at a possible markup prefix found.
 enum Prefix {
     /// Markup for certain; for a fence, the offset of its `[`.
@@ -165,6 +184,7 @@ pub struct StreamParser {
     /// Set once a bare array has been cut off by the end of the stream, so
     /// the rest is read as text without trying arrays again.
     arrays_off: bool,
+    call_scan: CallScan,
     examined: usize,
 }
 
@@ -240,6 +260,7 @@ impl StreamParser {
         self.examined += self.buf.len();
         self.pos = 0;
         self.scan = self.scan.saturating_sub(pos);
+        self.call_scan.fallback = self.call_scan.fallback.map(|at| at.saturating_sub(pos));
         self.mode = match self.mode {
             Mode::Call { kind, start, body } => Mode::Call {
                 kind,
@@ -434,6 +455,7 @@ impl StreamParser {
                 };
                 self.pos = at;
                 self.scan = end;
+                self.call_scan = CallScan::default();
                 self.mode = Mode::Call {
                     kind,
                     start: at,
@@ -485,7 +507,18 @@ impl StreamParser {
             CallKind::ToolCall => TOOL_CALL_CLOSE,
             CallKind::Function => FUNCTION_CLOSE,
         };
-        if let Some(at) = self.find_from_scan(close) {
+        let found = match kind {
+            CallKind::ToolCall => match self.find_json_close(body, eof) {
+                JsonClose::Found(at) => Some(at),
+                JsonClose::Wait => return false,
+                // A string that never closed: its first closing tag ends the
+                // markup after all, and what follows is read again.
+                JsonClose::NotFound if eof => self.call_scan.fallback,
+                JsonClose::NotFound => None,
+            },
+            CallKind::Function => self.find_from_scan(close),
+        };
+        if let Some(at) = found {
             let end = at + close.len();
             self.examined += end - start;
             let raw = &self.buf[start..end];
@@ -501,7 +534,9 @@ impl StreamParser {
             return true;
         }
         if !eof {
-            self.resume_before_end(close, body);
+            if kind == CallKind::Function {
+                self.resume_before_end(close, body);
+            }
             return false;
         }
         let len = self.buf.len();
@@ -527,6 +562,61 @@ impl StreamParser {
         }
         self.after_markup_at(len);
         false
+    }
+
+    /// Looks for `</tool_call>` from `self.scan`. When the body is JSON, a
+    /// closing tag inside a JSON string is part of the string (an argument
+    /// may well quote markup); the first such one is kept in case the string
+    /// never closes.
+    fn find_json_close(&mut self, body: usize, eof: bool) -> JsonClose {
+        let bytes = self.buf.as_bytes();
+        let close = TOOL_CALL_CLOSE.as_bytes();
+        let mut state = self.call_scan;
+        let mut i = self.scan;
+        let mut result = JsonClose::NotFound;
+        if state.json.is_none() {
+            match bytes[body..].iter().find(|b| !b.is_ascii_whitespace()) {
+                Some(first) => state.json = Some(matches!(first, b'{' | b'[')),
+                None if eof => {}
+                None => return JsonClose::Wait,
+            }
+        }
+        let json = state.json == Some(true);
+        while i < bytes.len() {
+            let byte = bytes[i];
+            if byte == b'<' {
+                let rest = &bytes[i..];
+                if rest.starts_with(close) {
+                    if !state.in_string || !json {
+                        result = JsonClose::Found(i);
+                        break;
+                    }
+                    state.fallback.get_or_insert(i);
+                } else if !eof && close.starts_with(rest) {
+                    // The tag may be split across deltas: look again later.
+                    result = JsonClose::Wait;
+                    break;
+                }
+            }
+            if json {
+                if state.in_string {
+                    if state.escaped {
+                        state.escaped = false;
+                    } else if byte == b'\\' {
+                        state.escaped = true;
+                    } else if byte == b'"' {
+                        state.in_string = false;
+                    }
+                } else if byte == b'"' {
+                    state.in_string = true;
+                }
+            }
+            i += 1;
+        }
+        self.examined += i - self.scan;
+        self.scan = i;
+        self.call_scan = state;
+        result
     }
 
     /// Whether the backtick at `at` opens a fence whose first line is a `[`:

@@ -335,6 +335,22 @@ fn cases() -> Vec<Case> {
             )],
         ),
         case(
+            "closing tag quoted inside a json string",
+            "<tool_call>{\"name\": \"fetch_url\", \"arguments\": {\"note\": \"ends with </tool_call> here\"}}</tool_call>\nAfter.",
+            vec![
+                c("fetch_url", json!({"note": "ends with </tool_call> here"})),
+                t("After."),
+            ],
+        ),
+        case(
+            "unclosed json string ends at the first closing tag",
+            "<tool_call>{\"name\": \"web_search\", \"arguments\": {\"query\": \"x}}</tool_call>\nStill shown.",
+            vec![
+                m("invalid json in tool_call: eof while parsing a string"),
+                t("Still shown."),
+            ],
+        ),
+        case(
             "openai nested function form",
             "<tool_call>{\"type\": \"function\", \"function\": {\"name\": \"web_search\", \"arguments\": \"{\\\"query\\\": \\\"x\\\"}\"}}</tool_call>",
             vec![c("web_search", json!({"query": "x"}))],

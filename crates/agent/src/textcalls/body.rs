@@ -83,7 +83,13 @@ pub(super) fn tool_call(body: &str, raw: &str, terminated: bool) -> Vec<Segment>
                 ),
             )),
             Err(err) => {
-                out.push(malformed(raw, format!("invalid json in tool_call: {err}")));
+                // serde_json's messages quote no input, so lowercasing them
+                // ("EOF while parsing…") changes no offending value.
+                let message = err.to_string().to_lowercase();
+                out.push(malformed(
+                    raw,
+                    format!("invalid json in tool_call: {message}"),
+                ));
                 break;
             }
         }
