@@ -7,6 +7,7 @@ mod extract;
 pub mod metrics;
 mod module;
 mod openapi;
+mod page;
 pub mod sse;
 mod tools;
 
@@ -26,6 +27,8 @@ pub const MAX_UPLOAD_BYTES: usize = 256 * 1024 * 1024;
 
 /// Every path the router serves; a test holds docs/openapi.json to it.
 pub const ROUTES: &[&str] = &[
+    "/",
+    "/static/{file}",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -46,6 +49,8 @@ pub const ROUTES: &[&str] = &[
 /// The whole router; tests drive it directly or bind it to 127.0.0.1:0.
 pub fn app(state: AppState) -> Router {
     Router::new()
+        .route("/", get(page::index))
+        .route("/static/{file}", get(page::asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::serve))
