@@ -582,10 +582,13 @@ async function loadSettings() {
   try {
     const settings = await (await api("GET", "/v1/admin/settings")).json();
     showSettings(settings);
+    fields.hidden = false;
     fields.disabled = false;
     setStatus("admin-status", "");
   } catch (error) {
     if (error instanceof ApiError && error.status === 403) {
+      // Whatever an earlier token saw is not this caller's to see.
+      fields.hidden = true;
       setStatus("admin-status", "Only admins can see and change settings. Ask an admin, or use a token made with --role admin.", "error");
     } else {
       handleAuthError(error, "admin-status");

@@ -59,18 +59,18 @@ try {
 
   step("the page asks for a token");
   await page.goto(base + "/");
-  await page.getByLabel("Bearer token").waitFor();
+  await page.getByLabel("Bearer token", { exact: true }).waitFor();
   check(await page.locator("#view-chat").isHidden(), "the chat shows before a token is given");
 
   step("the token is saved with the keyboard and the spaces are listed");
-  await page.getByLabel("Bearer token").fill(adminToken);
-  await page.getByLabel("Bearer token").press("Enter");
+  await page.getByLabel("Bearer token", { exact: true }).fill(adminToken);
+  await page.getByLabel("Bearer token", { exact: true }).press("Enter");
   await page.locator("#view-chat").waitFor({ state: "visible" });
   check(
     (await page.evaluate(() => localStorage.getItem("data-plane.token"))) === adminToken,
     "the token was not kept in localStorage",
   );
-  const space = page.getByLabel("Space");
+  const space = page.getByLabel("Space", { exact: true });
   await page.locator("#space-select option", { hasText: spaceName }).waitFor({ state: "attached" });
   const options = await space.locator("option").allTextContents();
   check(options[0] === "All spaces", `the first choice is ${JSON.stringify(options[0])}, not "All spaces"`);
@@ -79,7 +79,7 @@ try {
   await space.selectOption({ label: spaceName });
 
   step("a message is sent with Enter and the tool call unfolds");
-  const message = page.getByLabel("Message");
+  const message = page.getByLabel("Message", { exact: true });
   await message.fill("Which sources are in this space?");
   await message.press("Enter");
   await page.locator(".message.user", { hasText: "Which sources are in this space?" }).waitFor();
@@ -156,11 +156,11 @@ try {
 
   step("a user who is not an admin is told so");
   await page.getByRole("button", { name: "Token" }).click();
-  await page.getByLabel("Bearer token").fill(userToken);
-  await page.getByLabel("Bearer token").press("Enter");
+  await page.getByLabel("Bearer token", { exact: true }).fill(userToken);
+  await page.getByLabel("Bearer token", { exact: true }).press("Enter");
   await page.getByRole("button", { name: "Admin" }).click();
   await page.locator("#admin-status", { hasText: "Only admins" }).waitFor();
-  check(await page.locator("#settings-fields").isDisabled(), "a non-admin can touch the switches");
+  check(await page.getByLabel("Web search").isHidden(), "a non-admin still sees the switches");
 
   check(pageErrors.length === 0, `the page threw: ${pageErrors.join("; ")}`);
   console.log("chat page: all steps passed");
