@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, the JSON error body, health and readiness.
 
 mod admin;
+mod chat;
 mod documents;
 mod error;
 mod extract;
@@ -37,6 +38,7 @@ pub const ROUTES: &[&str] = &[
     "/execute",
     "/v1/tools",
     "/v1/tools/{name}/execute",
+    "/v1/chat",
     "/v1/admin/settings",
     "/v1/spaces",
     "/v1/spaces/{space_id}",
@@ -59,6 +61,7 @@ pub fn app(state: AppState) -> Router {
         .route("/execute", post(module::execute))
         .route("/v1/tools", get(tools::list))
         .route("/v1/tools/{name}/execute", post(tools::execute))
+        .route("/v1/chat", post(chat::chat))
         .route("/v1/admin/settings", get(admin::get).put(admin::put))
         .route(
             "/v1/spaces",
