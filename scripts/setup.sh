@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up of a Debian bookworm machine for data-plane: packages,
-# pgvector, the PostgreSQL 15 cluster, roles and database, the embedding model
-# and the demo corpus. Every step checks before it acts, so a second run only
+# pgvector, the PostgreSQL 15 cluster, roles and database, the embedding model,
+# the demo corpus and the chat page's browser test (chromium, playwright-core). Every step checks before it acts, so a second run only
 # checks and takes seconds. Needs root (or sudo). Noisy output goes to
 # .data/build/setup.log; the terminal gets one line per step.
 set -euo pipefail
@@ -76,6 +76,11 @@ if [[ ! "$DEMO_MANUAL_PAGES" =~ ^[0-9]+$ ]]; then
     echo "setup: DEMO_MANUAL_PAGES must be a whole number, got '$DEMO_MANUAL_PAGES'" >&2
     exit 2
 fi
+# The chat page's browser test: Debian's chromium driven by the
+# playwright-core that this folder's package-lock.json pins.
+E2E_DIR="$root/apps/data-plane/tests/e2e"
+E2E_MARKER="$E2E_DIR/node_modules/.data-plane-lock-sha256"
+
 DEMO_DATASETS=(seattle-weather.csv stocks.csv iowa-electricity.csv us-employment.csv)
 VEGA_WHEEL_SPEC="vega-datasets==0.9.0"
 VEGA_WHEEL_SHA256="3d7c63917be6ca9b154b565f4779a31fedce57b01b5b9d99d8a34a7608062a1d"
@@ -135,7 +140,7 @@ step() {
     RESULT=""
     "$fn"
     elapsed="$(( ($(date +%s%N) - started) / 1000000 ))"
-    printf '[%s/6] %-10s %s (%d.%01ds)\n' "$number" "$name" "$RESULT" \
+    printf '[%s/%s] %-10s %s (%d.%01ds)\n' "$number" "$STEPS" "$name" "$RESULT" \
         "$((elapsed / 1000))" "$(((elapsed % 1000) / 100))"
 }
 
@@ -343,15 +348,41 @@ step_corpus() {
     RESULT="$pages manual pages, ${#DEMO_DATASETS[@]} tables, $(find "$CORPUS/notes" -type f | wc -l) notes"
 }
 
+step_browser() {
+    local missing=() actions=()
+    command -v chromium >/dev/null || missing+=(chromium)
+    command -v node >/dev/null || missing+=(nodejs)
+    command -v npm >/dev/null || missing+=(npm)
+    if ((${#missing[@]})); then
+        apt_install "${missing[@]}"
+        actions+=("installed ${missing[*]}")
+    fi
+    # npm ci again only when the lock file changed since the last install.
+    local lock
+    lock="$(sha256sum "$E2E_DIR/package-lock.json" | cut -d' ' -f1)"
+    if [[ ! -f "$E2E_MARKER" || "$(cat "$E2E_MARKER")" != "$lock" ]]; then
+        (cd "$E2E_DIR" && npm ci --no-audit --no-fund --loglevel=error >>"$LOG" 2>&1)
+        echo "$lock" >"$E2E_MARKER"
+        actions+=("npm ci in ${E2E_DIR#"$root"/}")
+    fi
+    if ((${#actions[@]} == 0)); then
+        RESULT="present ($(chromium --version 2>/dev/null | head -n 1), node $(node --version))"
+    else
+        RESULT="$(IFS=';' && echo "${actions[*]}")"
+    fi
+}
+
 # ---- main -----------------------------------------------------------------
 
 mkdir -p "$BUILD"
 printf '\n== setup %s\n' "$(date -u +%FT%TZ)" >>"$LOG"
 total_started="$(date +%s)"
+STEPS=7
 step 1 packages step_packages
 step 2 pgvector step_pgvector
 step 3 postgres step_cluster
 step 4 database step_database
 step 5 model step_model
 step 6 corpus step_corpus
+step 7 browser step_browser
 echo "setup done in $(($(date +%s) - total_started))s"

@@ -172,7 +172,16 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
     let services = ServiceTokens::parse(&global.service_tokens)
         .context("reading DATA_PLANE_SERVICE_TOKENS")?;
-    let state = AppState::new(db, index, embedder, jwt, services)?;
+    let mut state = AppState::new(db, index, embedder, jwt, services)?;
+    match global.model.agent_config() {
+        Some(agent) => {
+            tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");
+            state = state
+                .with_agent(agent)
+                .context("configuring the chat model")?;
+        }
+        None => tracing::info!("no chat model configured (DATA_PLANE_MODEL): /v1/chat answers 503"),
+    }
     for tool in state.registry.tools() {
         tracing::info!(
             tool = %tool.name,

@@ -57,6 +57,9 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub embedding: EmbeddingArgs,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -121,6 +124,70 @@ pub struct EmbeddingArgs {
 pub enum EmbeddingProvider {
     Local,
     Openai,
+}
+
+/// The language model behind `/v1/chat`: any OpenAI-compatible endpoint.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Base URL of the OpenAI-compatible chat endpoint.
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        global = true,
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub openai_base_url: String,
+
+    /// API key for the chat endpoint (local servers usually need none).
+    #[arg(long, env = "OPENAI_API_KEY", global = true, hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+
+    /// Chat model name; unset: no model, and /v1/chat answers 503 no_model.
+    #[arg(long = "model", env = "DATA_PLANE_MODEL", global = true)]
+    pub chat_model: Option<String>,
+
+    /// Model requests one chat may make before it stops.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MAX_STEPS",
+        global = true,
+        default_value_t = 12
+    )]
+    pub max_steps: u32,
+
+    /// Seconds the model may take to start answering.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_TIMEOUT",
+        global = true,
+        default_value_t = 60
+    )]
+    pub model_timeout: u64,
+
+    /// Longest silence, in seconds, in the middle of the model's answer.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_IDLE_TIMEOUT",
+        global = true,
+        default_value_t = 60
+    )]
+    pub model_idle_timeout: u64,
+}
+
+impl ModelArgs {
+    /// The agent's configuration, or `None` when no model is named.
+    pub fn agent_config(&self) -> Option<data_plane_agent::AgentConfig> {
+        let model = self.chat_model.as_deref().map(str::trim)?;
+        if model.is_empty() {
+            return None;
+        }
+        let mut config = data_plane_agent::AgentConfig::new(self.openai_base_url.clone(), model);
+        config.api_key = self.openai_api_key.clone().filter(|k| !k.is_empty());
+        config.max_steps = self.max_steps;
+        config.first_byte_timeout = std::time::Duration::from_secs(self.model_timeout);
+        config.idle_timeout = std::time::Duration::from_secs(self.model_idle_timeout);
+        Some(config)
+    }
 }
 
 impl GlobalArgs {

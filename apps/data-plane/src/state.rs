@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
 use data_plane_handlers::{Deps, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub ledger: PgLedger,
     pub metrics: Arc<Metrics>,
+    /// The model loop behind /v1/chat; `None` when no model is configured.
+    pub agent: Option<Arc<Agent>>,
 }
 
 impl AppState {
@@ -53,7 +56,14 @@ impl AppState {
             registry,
             ledger,
             metrics: Arc::new(Metrics::new()),
+            agent: None,
         })
+    }
+
+    /// Puts a model behind /v1/chat, offering this state's registry.
+    pub fn with_agent(mut self, config: AgentConfig) -> Result<AppState, AgentError> {
+        self.agent = Some(Arc::new(Agent::new(config, self.registry.clone())?));
+        Ok(self)
     }
 
     /// The run-time settings as stored now. Read on every request that needs

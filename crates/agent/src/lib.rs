@@ -1,5 +1,29 @@
 //! The agent: a model loop over an OpenAI-compatible endpoint that runs
 //! tools through the registry, and the parser for tool calls that local
 //! models write as text.
+//!
+//! [`Agent::run`] streams one conversation: it asks the model, shows its text
+//! as [`AgentEvent::TextDelta`], runs the tools it calls through
+//! `Registry::execute_tool` (reporting each as events), feeds the results
+//! back and asks again, until the model answers without calling a tool, the
+//! step limit or token budget is reached, or the caller cancels. It never
+//! emits `done` or `error` itself: the caller turns the returned outcome into
+//! those, so a nested agent's end is its parent's tool result.
 
+mod agent;
+mod config;
+mod error;
+mod events;
+mod model;
 pub mod textcalls;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use agent::{Agent, ChatRequest, FinishReason, RunOutcome, Usage};
+pub use config::AgentConfig;
+pub use error::AgentError;
+pub use events::{AgentEvent, EventSink, SubAgentSink};
+
+/// OpenAI's message type, as requests carry it.
+pub use async_openai::types::chat::ChatCompletionRequestMessage as Message;

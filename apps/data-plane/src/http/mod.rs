@@ -1,12 +1,14 @@
 //! The HTTP surface: routes, the JSON error body, health and readiness.
 
 mod admin;
+mod chat;
 mod documents;
 mod error;
 mod extract;
 pub mod metrics;
 mod module;
 mod openapi;
+mod page;
 pub mod sse;
 mod tools;
 
@@ -26,6 +28,8 @@ pub const MAX_UPLOAD_BYTES: usize = 256 * 1024 * 1024;
 
 /// Every path the router serves; a test holds docs/openapi.json to it.
 pub const ROUTES: &[&str] = &[
+    "/",
+    "/static/{file}",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -34,6 +38,7 @@ pub const ROUTES: &[&str] = &[
     "/execute",
     "/v1/tools",
     "/v1/tools/{name}/execute",
+    "/v1/chat",
     "/v1/admin/settings",
     "/v1/spaces",
     "/v1/spaces/{space_id}",
@@ -46,6 +51,8 @@ pub const ROUTES: &[&str] = &[
 /// The whole router; tests drive it directly or bind it to 127.0.0.1:0.
 pub fn app(state: AppState) -> Router {
     Router::new()
+        .route("/", get(page::index))
+        .route("/static/{file}", get(page::asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::serve))
@@ -54,6 +61,7 @@ pub fn app(state: AppState) -> Router {
         .route("/execute", post(module::execute))
         .route("/v1/tools", get(tools::list))
         .route("/v1/tools/{name}/execute", post(tools::execute))
+        .route("/v1/chat", post(chat::chat))
         .route("/v1/admin/settings", get(admin::get).put(admin::put))
         .route(
             "/v1/spaces",

@@ -1,0 +1,139 @@
+//! `POST /v1/chat`: one conversation turn as an event stream. The agent runs
+//! in a task owned by the response stream; when the client goes away the
+//! stream is dropped, which cancels the run, its model request and its tools.
+
+use async_trait::async_trait;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::ApiError;
+use super::extract::Json;
+use super::sse::{self, StreamEvent};
+use super::tools::{AbortOnDrop, check_space, context};
+use crate::auth::Caller;
+use crate::state::AppState;
+
+/// Events buffered per stream before the agent waits for the client: a slow
+/// reader holds up its own run and nothing else.
+const STREAM_BUFFER: usize = 64;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChatBody {
+    /// The conversation so far, in OpenAI's chat format.
+    messages: Vec<Message>,
+    space_id: Option<Uuid>,
+    #[serde(default)]
+    options: ChatOptions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChatOptions {
+    /// At most the server's DATA_PLANE_MAX_STEPS.
+    max_steps: Option<u32>,
+    temperature: Option<f32>,
+}
+
+/// Delivers the agent's events to the response stream.
+struct StreamSink(mpsc::Sender<StreamEvent>);
+
+#[async_trait]
+impl EventSink for StreamSink {
+    async fn emit(&self, event: AgentEvent) -> bool {
+        self.0.send(StreamEvent::tagged(&event)).await.is_ok()
+    }
+}
+
+/// `POST /v1/chat`: `text_delta`, `tool_call`, `tool_result` and `subagent_*`
+/// events as they happen, then `done` or `error` (docs/events.md).
+pub async fn chat(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    Json(body): Json<ChatBody>,
+) -> Result<Response, ApiError> {
+    let Some(agent) = state.agent.clone() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_model",
+            "no language model is configured on this server; set DATA_PLANE_MODEL (and OPENAI_BASE_URL, OPENAI_API_KEY)",
+        ));
+    };
+    if body.messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "messages: at least one message is needed",
+        ));
+    }
+    if let Some(steps) = body.options.max_steps
+        && steps == 0
+    {
+        return Err(ApiError::bad_request(
+            "options.maxSteps: must be at least 1",
+        ));
+    }
+    if let Some(t) = body.options.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(ApiError::bad_request(format!(
+            "options.temperature: {t} is outside 0 to 2"
+        )));
+    }
+    if let Some(space) = body.space_id {
+        check_space(&state, &caller, space).await?;
+    }
+    let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let request = ChatRequest {
+        messages: body.messages,
+        max_steps: body.options.max_steps,
+        temperature: body.options.temperature,
+    };
+
+    let (tx, rx) = mpsc::channel::<StreamEvent>(STREAM_BUFFER);
+    let cancel = CancellationToken::new();
+    let run_cancel = cancel.clone();
+    let task = tokio::spawn(async move {
+        let sink = StreamSink(tx.clone());
+        let last = match agent.run(request, &ctx, &sink, &run_cancel).await {
+            Ok(outcome) => StreamEvent::new(
+                "done",
+                json!({
+                    "reason": outcome.reason,
+                    "steps": outcome.steps,
+                    "usage": outcome.usage,
+                }),
+            ),
+            // The client is gone: there is no one to tell.
+            Err(AgentError::Cancelled) => return,
+            Err(e) => {
+                tracing::warn!(request_id = %ctx.request_id, code = e.code(), error = %e, "chat ended with an error");
+                StreamEvent::new(
+                    "error",
+                    json!({ "code": e.code(), "message": public_message(&e) }),
+                )
+            }
+        };
+        let _ = tx.send(last).await;
+    });
+    // Dropped with the response stream: cancels the run and aborts its task.
+    let guard = (AbortOnDrop(task), cancel.drop_guard());
+    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv().await.map(|e| (e, (rx, guard)))
+    });
+    Ok(sse::response(stream))
+}
+
+/// What the client is told; the endpoint's address stays in the log.
+fn public_message(e: &AgentError) -> String {
+    match e {
+        AgentError::Unreachable { .. } => "the language model cannot be reached".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,652 @@
+// The chat page: token, space picker, a streamed chat over POST /v1/chat and
+// the admin settings. Plain browser JavaScript, served as is by the server.
+//
+// Everything the model or a tool produced is put on the page with
+// textContent, never innerHTML, so no answer can inject markup or script.
+"use strict";
+
+const TOKEN_KEY = "data-plane.token";
+const SPACE_KEY = "data-plane.space";
+// Longest JSON shown in a card; the rest stays in the conversation.
+const SHOWN_CHARS = 20000;
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  token: localStorage.getItem(TOKEN_KEY) || "",
+  // The conversation in OpenAI's format, sent whole with every turn.
+  messages: [],
+  // The AbortController of the turn in flight, if any.
+  running: null,
+};
+
+// ---- HTTP -----------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function readError(response) {
+  let code = "http_" + response.status;
+  let message = response.statusText || "request failed";
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = body.error.code || code;
+      message = body.error.message || message;
+    }
+  } catch (_) {
+    // Not JSON: keep the status line.
+  }
+  return new ApiError(response.status, code, message);
+}
+
+async function api(method, path, body, signal) {
+  const headers = { Authorization: "Bearer " + state.token };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal,
+  });
+  if (!response.ok) throw await readError(response);
+  return response;
+}
+
+// ---- Server-Sent Events -----------------------------------------------------
+
+// A parser for the text/event-stream format, fed decoded text in pieces of
+// any size; calls onEvent({event, data, id}) for each complete event.
+class SseParser {
+  constructor(onEvent) {
+    this.onEvent = onEvent;
+    this.buffer = "";
+    this.reset();
+  }
+
+  reset() {
+    this.event = "";
+    this.data = [];
+    this.id = null;
+  }
+
+  push(text) {
+    this.buffer += text;
+    for (;;) {
+      const match = /\r\n|\r|\n/.exec(this.buffer);
+      // A lone \r at the end may be the first half of \r\n: wait for more.
+      if (!match || (match[0] === "\r" && match.index === this.buffer.length - 1)) break;
+      const line = this.buffer.slice(0, match.index);
+      this.buffer = this.buffer.slice(match.index + match[0].length);
+      this.line(line);
+    }
+  }
+
+  line(line) {
+    if (line === "") {
+      if (this.data.length > 0) {
+        this.onEvent({ event: this.event || "message", data: this.data.join("\n"), id: this.id });
+      }
+      this.reset();
+      return;
+    }
+    if (line.startsWith(":")) return; // a comment: the heartbeat
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") this.event = value;
+    else if (field === "data") this.data.push(value);
+    else if (field === "id") this.id = value;
+  }
+}
+
+// ---- small DOM helpers --------------------------------------------------------
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function pretty(value) {
+  let text;
+  try {
+    text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  } catch (_) {
+    text = String(value);
+  }
+  if (text === undefined) text = "";
+  if (text.length > SHOWN_CHARS) {
+    text = text.slice(0, SHOWN_CHARS) + "\n… (" + (text.length - SHOWN_CHARS) + " more characters)";
+  }
+  return text;
+}
+
+function scrollToEnd() {
+  const log = $("log");
+  const nearEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 120;
+  if (nearEnd) log.scrollTop = log.scrollHeight;
+}
+
+function setStatus(id, text, kind) {
+  const node = $(id);
+  node.textContent = text || "";
+  node.dataset.kind = kind || "";
+}
+
+// ---- views --------------------------------------------------------------------
+
+function show(view) {
+  for (const name of ["chat", "admin", "token"]) {
+    $("view-" + name).hidden = name !== view;
+    $("nav-" + name).setAttribute("aria-pressed", String(name === view));
+  }
+  if (view === "chat") {
+    loadSpaces();
+    $("message").focus();
+  } else if (view === "admin") {
+    loadSettings();
+  } else {
+    $("token-input").value = state.token;
+    $("token-input").focus();
+  }
+}
+
+function needToken() {
+  setStatus("token-status", "Paste a bearer token to start.", "info");
+  show("token");
+}
+
+function handleAuthError(error, statusId) {
+  if (error instanceof ApiError && error.status === 401) {
+    setStatus("token-status", "The server refused the token (" + error.message + "). Paste a new one.", "error");
+    show("token");
+    return true;
+  }
+  setStatus(statusId, describe(error), "error");
+  return false;
+}
+
+function describe(error) {
+  if (error instanceof ApiError) return error.message + " (" + error.code + ")";
+  return "The server cannot be reached: " + error.message;
+}
+
+// ---- token --------------------------------------------------------------------
+
+function saveToken(event) {
+  event.preventDefault();
+  const value = $("token-input").value.trim().replace(/^Bearer\s+/i, "");
+  if (!value) return;
+  state.token = value;
+  localStorage.setItem(TOKEN_KEY, value);
+  setStatus("token-status", "Token saved.", "ok");
+  show("chat");
+}
+
+function forgetToken() {
+  state.token = "";
+  localStorage.removeItem(TOKEN_KEY);
+  $("token-input").value = "";
+  setStatus("token-status", "Token forgotten.", "info");
+}
+
+// ---- spaces -------------------------------------------------------------------
+
+async function loadSpaces() {
+  if (!state.token) return needToken();
+  const select = $("space-select");
+  const wanted = select.value || localStorage.getItem(SPACE_KEY) || "";
+  try {
+    const response = await api("GET", "/v1/spaces");
+    const body = await response.json();
+    select.replaceChildren();
+    select.append(new Option("All spaces", ""));
+    for (const space of body.spaces || []) {
+      select.append(new Option(space.name, space.id));
+    }
+    select.value = [...select.options].some((o) => o.value === wanted) ? wanted : "";
+    if ((body.spaces || []).length === 0) {
+      setStatus("chat-status", "You are not a member of any space yet; chat runs across none.", "info");
+    } else if ($("chat-status").dataset.kind !== "error") {
+      setStatus("chat-status", "");
+    }
+  } catch (error) {
+    handleAuthError(error, "chat-status");
+  }
+}
+
+// ---- one assistant turn, as it streams ---------------------------------------
+
+// Renders one turn's events and collects the messages it adds to the
+// conversation: one assistant message per model step (its text and tool
+// calls), each followed by one tool message per call.
+class Turn {
+  constructor(container) {
+    this.bubble = el("div", "message assistant");
+    this.bubble.setAttribute("aria-label", "Assistant");
+    this.bubble.dataset.state = "streaming";
+    container.append(this.bubble);
+    this.text = null; // the text block being written to
+    this.cards = new Map(); // call_id -> card
+    this.byIndex = new Map(); // index -> card, for fragments not yet named
+    this.steps = [];
+    this.step = { text: "", calls: [] };
+    this.ended = false;
+  }
+
+  // A new model step begins once every call of the current one has its result.
+  maybeNextStep() {
+    const s = this.step;
+    if (s.calls.length > 0 && s.calls.every((c) => c.result !== undefined)) {
+      this.steps.push(s);
+      this.step = { text: "", calls: [] };
+    }
+  }
+
+  handle(kind, data) {
+    switch (kind) {
+      case "text_delta": return this.textDelta(data.text || "");
+      case "tool_call": return data.partial ? this.callFragment(data) : this.callStarted(data);
+      case "tool_result": return this.toolResult(data);
+      case "subagent_start": return this.subStart(data);
+      case "subagent_chunk": return this.subChunk(data);
+      case "subagent_tool_call": return this.subCall(data);
+      case "subagent_tool_result": return this.subResult(data);
+      case "subagent_end": return this.subEnd(data);
+      case "error": return this.fail(data.message || "the stream reported an error", data.code);
+      case "done": return this.done(data);
+      default: return undefined; // unknown kinds are for newer pages
+    }
+  }
+
+  textDelta(text) {
+    this.maybeNextStep();
+    this.step.text += text;
+    if (!this.text) {
+      this.text = el("div", "text");
+      this.bubble.append(this.text);
+    }
+    this.text.textContent += text;
+  }
+
+  card(callId, name) {
+    const card = el("details", "tool");
+    card.open = true;
+    card.dataset.callId = callId;
+    card.dataset.state = "streaming";
+    const summary = el("summary");
+    summary.append(el("span", "tool-label", "Tool"), el("span", "tool-name", name || "…"), el("span", "tool-state", "preparing"));
+    const args = el("pre", "tool-args");
+    args.setAttribute("aria-label", "Arguments");
+    card.append(summary, args);
+    card.parts = { name: summary.children[1], state: summary.children[2], args, raw: "" };
+    this.bubble.append(card);
+    // Text after a tool call starts a new block below it.
+    this.text = null;
+    return card;
+  }
+
+  setCardState(card, state, label) {
+    card.dataset.state = state;
+    card.parts.state.textContent = label;
+  }
+
+  callFragment(data) {
+    this.maybeNextStep();
+    let card = (data.call_id && this.cards.get(data.call_id)) || this.byIndex.get(data.index);
+    if (!card) {
+      card = this.card(data.call_id, data.name);
+      this.byIndex.set(data.index, card);
+    }
+    if (data.call_id && !this.cards.has(data.call_id)) {
+      this.cards.set(data.call_id, card);
+      card.dataset.callId = data.call_id;
+    }
+    if (data.name) card.parts.name.textContent = data.name;
+    card.parts.raw += data.arguments_delta || "";
+    card.parts.args.textContent = card.parts.raw;
+    scrollToEnd();
+  }
+
+  callStarted(data) {
+    this.byIndex.clear();
+    let card = this.cards.get(data.call_id);
+    const entry = this.step.calls.find((c) => c.id === data.call_id);
+    if (!card) {
+      card = this.card(data.call_id, data.name);
+      this.cards.set(data.call_id, card);
+    }
+    card.parts.name.textContent = data.name;
+    card.parts.args.textContent = pretty(data.arguments);
+    if (entry) {
+      // The same id announced again: the call is being retried.
+      entry.result = undefined;
+      this.setCardState(card, "running", "retrying");
+    } else {
+      this.step.calls.push({ id: data.call_id, name: data.name, arguments: JSON.stringify(data.arguments ?? {}) });
+      this.setCardState(card, "running", "running");
+    }
+  }
+
+  toolResult(data) {
+    const card = this.cards.get(data.call_id) || this.callStartedLate(data);
+    const result = data.result || {};
+    const ok = result.success === true;
+    this.setCardState(card, ok ? "ok" : "failed", ok ? "done" + timing(result) : "failed" + timing(result));
+    let out = card.querySelector(":scope > .tool-result");
+    if (!out) {
+      out = el("pre", "tool-result");
+      out.setAttribute("aria-label", "Result");
+      card.append(out);
+    }
+    out.textContent = ok ? pretty(result.data) : pretty(result.error || result);
+    const entry = this.step.calls.find((c) => c.id === data.call_id);
+    if (entry) {
+      // What the model reads back, as the server builds it.
+      entry.result = JSON.stringify(ok ? { success: true, data: result.data ?? null } : { success: false, error: result.error ?? null });
+    }
+    scrollToEnd();
+  }
+
+  // A result for a call never announced (should not happen): show it anyway.
+  callStartedLate(data) {
+    const card = this.card(data.call_id, data.name);
+    this.cards.set(data.call_id, card);
+    return card;
+  }
+
+  nested(parentId) {
+    let card = this.cards.get(parentId);
+    if (!card) card = this.callStartedLate({ call_id: parentId, name: "sub-agent" });
+    let box = card.querySelector(":scope > .subagent");
+    if (!box) {
+      box = el("div", "subagent");
+      box.setAttribute("aria-label", "Nested agent");
+      box.append(el("div", "subagent-title", "Nested agent"));
+      box.cards = new Map();
+      box.text = null;
+      // Before the result, which arrives last.
+      const result = card.querySelector(":scope > .tool-result");
+      card.insertBefore(box, result);
+    }
+    return box;
+  }
+
+  subStart(data) {
+    const box = this.nested(data.parent_call_id);
+    box.append(el("div", "subagent-task", "Task: " + (data.task || "")));
+    scrollToEnd();
+  }
+
+  subChunk(data) {
+    const box = this.nested(data.parent_call_id);
+    if (!box.text) {
+      box.text = el("div", "subagent-text");
+      box.append(box.text);
+    }
+    box.text.textContent += data.text || "";
+    scrollToEnd();
+  }
+
+  subCall(data) {
+    const box = this.nested(data.parent_call_id);
+    const card = el("details", "tool nested-tool");
+    card.dataset.state = "running";
+    const summary = el("summary");
+    summary.append(el("span", "tool-label", "Tool"), el("span", "tool-name", data.name), el("span", "tool-state", "running"));
+    card.append(summary, el("pre", "tool-args", pretty(data.arguments)));
+    box.cards.set(data.call_id, card);
+    box.text = null;
+    box.append(card);
+    scrollToEnd();
+  }
+
+  subResult(data) {
+    const box = this.nested(data.parent_call_id);
+    let card = box.cards.get(data.call_id);
+    if (!card) {
+      this.subCall({ parent_call_id: data.parent_call_id, call_id: data.call_id, name: data.name, arguments: {} });
+      card = box.cards.get(data.call_id);
+    }
+    const result = data.result || {};
+    const ok = result.success === true;
+    card.dataset.state = ok ? "ok" : "failed";
+    card.querySelector(".tool-state").textContent = (ok ? "done" : "failed") + timing(result);
+    card.append(el("pre", "tool-result", ok ? pretty(result.data) : pretty(result.error || result)));
+    scrollToEnd();
+  }
+
+  subEnd(data) {
+    const box = this.nested(data.parent_call_id);
+    box.append(el("div", "subagent-end", "Finished" + (data.summary ? ": " + data.summary : "")));
+    box.text = null;
+    scrollToEnd();
+  }
+
+  fail(message, code) {
+    const box = el("div", "error-box", message + (code ? " (" + code + ")" : ""));
+    box.setAttribute("role", "alert");
+    this.bubble.append(box);
+    this.finish("error");
+  }
+
+  done(data) {
+    const notes = {
+      length: "The answer was cut at the model's length limit.",
+      step_limit: "Stopped at the step limit before running the last tool calls.",
+      token_budget: "Stopped when the token budget was spent.",
+    };
+    if (data && notes[data.reason]) this.bubble.append(el("div", "note", notes[data.reason]));
+    this.finish("done");
+  }
+
+  stopped() {
+    this.bubble.append(el("div", "note", "Stopped."));
+    for (const card of this.cards.values()) {
+      if (card.dataset.state === "running" || card.dataset.state === "streaming") {
+        this.setCardState(card, "stopped", "stopped");
+      }
+    }
+    this.finish("stopped");
+  }
+
+  finish(how) {
+    if (this.ended) return;
+    this.ended = true;
+    this.bubble.dataset.state = how;
+  }
+
+  // The messages this turn adds to the conversation. Calls that never got a
+  // result (the turn was stopped) are left out: the API wants every call
+  // answered.
+  messages() {
+    const out = [];
+    for (const step of [...this.steps, this.step]) {
+      const calls = step.calls.filter((c) => c.result !== undefined);
+      if (!step.text && calls.length === 0) continue;
+      const message = { role: "assistant", content: step.text || null };
+      if (calls.length > 0) {
+        message.tool_calls = calls.map((c) => ({
+          id: c.id,
+          type: "function",
+          function: { name: c.name, arguments: c.arguments },
+        }));
+      }
+      out.push(message);
+      for (const c of calls) out.push({ role: "tool", tool_call_id: c.id, content: c.result });
+    }
+    return out;
+  }
+}
+
+function timing(result) {
+  return typeof result.duration_ms === "number" ? " in " + result.duration_ms + " ms" : "";
+}
+
+// ---- sending -------------------------------------------------------------------
+
+function setRunning(controller) {
+  state.running = controller;
+  $("send").disabled = controller !== null;
+  $("stop").disabled = controller === null;
+  $("space-select").disabled = controller !== null;
+  $("new-chat").disabled = controller !== null;
+}
+
+async function send(event) {
+  event.preventDefault();
+  if (state.running) return;
+  if (!state.token) return needToken();
+  const input = $("message");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  const log = $("log");
+  const user = el("div", "message user", text);
+  user.setAttribute("aria-label", "You");
+  log.append(user);
+  state.messages.push({ role: "user", content: text });
+
+  const turn = new Turn(log);
+  log.scrollTop = log.scrollHeight;
+  const controller = new AbortController();
+  setRunning(controller);
+  setStatus("chat-status", "Answering…", "info");
+  const space = $("space-select").value;
+  try {
+    const response = await api("POST", "/v1/chat", { messages: state.messages, spaceId: space || null }, controller.signal);
+    const parser = new SseParser((e) => {
+      let data = {};
+      try {
+        data = JSON.parse(e.data);
+      } catch (_) {
+        return;
+      }
+      turn.handle(data.type || e.event, data);
+      scrollToEnd();
+    });
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parser.push(value);
+    }
+    parser.push("\n\n"); // a last event the server did not terminate
+    if (!turn.ended) turn.fail("the stream ended without a done event", "incomplete");
+    setStatus("chat-status", "");
+  } catch (error) {
+    if (controller.signal.aborted) {
+      turn.stopped();
+      setStatus("chat-status", "Stopped.", "info");
+    } else if (error instanceof ApiError && error.status === 401) {
+      turn.fail(error.message, error.code);
+      handleAuthError(error, "chat-status");
+    } else {
+      turn.fail(describe(error));
+      setStatus("chat-status", "");
+    }
+  } finally {
+    state.messages.push(...turn.messages());
+    setRunning(null);
+    input.focus();
+  }
+}
+
+function stop() {
+  if (state.running) state.running.abort();
+}
+
+function newChat() {
+  if (state.running) return;
+  state.messages = [];
+  $("log").replaceChildren();
+  setStatus("chat-status", "");
+  $("message").focus();
+}
+
+// ---- admin ------------------------------------------------------------------
+
+async function loadSettings() {
+  if (!state.token) return needToken();
+  const fields = $("settings-fields");
+  fields.disabled = true;
+  setStatus("admin-status", "Loading…", "info");
+  try {
+    const settings = await (await api("GET", "/v1/admin/settings")).json();
+    showSettings(settings);
+    fields.hidden = false;
+    fields.disabled = false;
+    setStatus("admin-status", "");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 403) {
+      // Whatever an earlier token saw is not this caller's to see.
+      fields.hidden = true;
+      setStatus("admin-status", "Only admins can see and change settings. Ask an admin, or use a token made with --role admin.", "error");
+    } else {
+      handleAuthError(error, "admin-status");
+    }
+  }
+}
+
+function showSettings(settings) {
+  for (const box of document.querySelectorAll("[data-setting]")) {
+    box.checked = settings[box.dataset.setting] === true;
+  }
+}
+
+async function changeSetting(event) {
+  const box = event.target;
+  if (!box.dataset.setting) return;
+  const fields = $("settings-fields");
+  fields.disabled = true;
+  setStatus("admin-status", "Saving…", "info");
+  try {
+    const settings = await (await api("PUT", "/v1/admin/settings", { [box.dataset.setting]: box.checked })).json();
+    showSettings(settings);
+    setStatus("admin-status", "Saved: " + box.labels[0].textContent + " is " + (box.checked ? "on" : "off") + ".", "ok");
+  } catch (error) {
+    box.checked = !box.checked;
+    if (error instanceof ApiError && error.status === 403) {
+      setStatus("admin-status", "Only admins can change settings.", "error");
+    } else {
+      handleAuthError(error, "admin-status");
+    }
+  } finally {
+    fields.disabled = false;
+    box.focus();
+  }
+}
+
+// ---- wiring ---------------------------------------------------------------------
+
+function start() {
+  $("nav-chat").addEventListener("click", () => show("chat"));
+  $("nav-admin").addEventListener("click", () => show("admin"));
+  $("nav-token").addEventListener("click", () => show("token"));
+  $("token-form").addEventListener("submit", saveToken);
+  $("token-clear").addEventListener("click", forgetToken);
+  $("composer").addEventListener("submit", send);
+  $("message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("new-chat").addEventListener("click", newChat);
+  $("space-select").addEventListener("change", (e) => localStorage.setItem(SPACE_KEY, e.target.value));
+  $("settings-form").addEventListener("change", changeSetting);
+  $("settings-form").addEventListener("submit", (e) => e.preventDefault());
+  if (state.token) show("chat");
+  else needToken();
+}
+
+start();

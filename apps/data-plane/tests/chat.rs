@@ -1,0 +1,535 @@
+//! `POST /v1/chat` against a real server on 127.0.0.1, the real registry,
+//! handlers and PostgreSQL, and a fake OpenAI-compatible model endpoint:
+//! streamed text, a real tool call fed back to the model, upstream failures
+//! as `error` events, no model configured, JSON errors, and a client that
+//! hangs up cancelling everything after it.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::state::AppState;
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::{
+    FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply, unused_base_url,
+};
+use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_search::KeywordIndex;
+use data_plane_store::Scope;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+struct World {
+    test: TestDatabase,
+    jwt: JwtKeys,
+    /// The server without a model.
+    state: AppState,
+    alice: Uuid,
+    alpha: Uuid,
+    beta: Uuid,
+    doc: Uuid,
+}
+
+fn model_dir() -> std::path::PathBuf {
+    std::env::var("DATA_PLANE_MODEL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../.data/model/all-MiniLM-L6-v2"
+            )
+            .into()
+        })
+}
+
+async fn serve(state: AppState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    base
+}
+
+async fn world() -> World {
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let (alpha, _) = identity::ensure_space(&mut tx, "alpha").await.unwrap();
+    let (beta, _) = identity::ensure_space(&mut tx, "beta").await.unwrap();
+    identity::add_member(&mut tx, alpha.id, alice, MembershipRole::Viewer)
+        .await
+        .unwrap();
+    let source = content::ensure_source(&mut tx, alpha.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let doc = Pipeline::new(db.clone(), embedder.clone())
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: alpha.id,
+                source_id: source.id,
+            },
+            "guides/vacuum.md",
+            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
+        )
+        .await
+        .unwrap()
+        .document_id;
+    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
+    let state = AppState::new(
+        db,
+        KeywordIndex::in_memory().unwrap(),
+        embedder,
+        jwt.clone(),
+        ServiceTokens::parse("").unwrap(),
+    )
+    .unwrap();
+    World {
+        test,
+        jwt,
+        state,
+        alice,
+        alpha: alpha.id,
+        beta: beta.id,
+        doc,
+    }
+}
+
+impl World {
+    fn alice(&self) -> String {
+        self.jwt
+            .issue(
+                self.alice,
+                "alice@example.com",
+                Permission::User,
+                Duration::from_secs(600),
+            )
+            .unwrap()
+    }
+
+    /// A server whose chat model is `model`, with short timeouts.
+    async fn server_with(&self, base_url: String) -> String {
+        let mut config = AgentConfig::new(base_url, "test-model");
+        config.api_key = Some("sk-test".into());
+        config.max_steps = 4;
+        config.first_byte_timeout = Duration::from_millis(500);
+        config.idle_timeout = Duration::from_millis(500);
+        serve(self.state.clone().with_agent(config).unwrap()).await
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({ "role": "user", "content": text })
+}
+
+async fn post_chat(base: &str, token: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/v1/chat"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Every event of a stream: (id, type, body), read with a real SSE parser.
+async fn events_of(r: reqwest::Response) -> Vec<(String, String, Value)> {
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    assert_eq!(r.headers()["x-accel-buffering"], "no");
+    let mut stream = eventsource_stream::EventStream::new(r.bytes_stream());
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some(event) = stream.next().await {
+            let event = event.unwrap();
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            assert_eq!(data["type"], event.event, "the JSON names its own type");
+            seen.push((event.id.clone(), event.event.clone(), data));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("the stream ended");
+    seen
+}
+
+async fn json_of(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let ctype = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(ctype.starts_with("application/json"), "{status}: {ctype}");
+    (status, r.json().await.unwrap())
+}
+
+/// The stream with what changes from run to run (call ids, durations)
+/// replaced, for comparison with a written-down expectation.
+fn redacted(events: &[(String, String, Value)]) -> Vec<Value> {
+    fn scrub(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    match k.as_str() {
+                        "duration_ms" => *v = json!("[ms]"),
+                        "call_id" if v.as_str().is_some_and(|s| !s.starts_with("call_model")) => {
+                            *v = json!("[id]")
+                        }
+                        _ => scrub(v),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(scrub),
+            _ => {}
+        }
+    }
+    events
+        .iter()
+        .map(|(id, _, data)| {
+            let mut data = data.clone();
+            scrub(&mut data);
+            json!({ "id": id, "data": data })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn text_streams_as_deltas_then_done() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["Hello", ", Alice"]));
+    let base = w.server_with(model.base_url()).await;
+    let r = post_chat(&base, &w.alice(), &json!({ "messages": [user("hi")] })).await;
+    let events = events_of(r).await;
+    assert_eq!(
+        redacted(&events),
+        [
+            json!({"id": "1", "data": {"type": "text_delta", "text": "Hello"}}),
+            json!({"id": "2", "data": {"type": "text_delta", "text": ", Alice"}}),
+            json!({"id": "3", "data": {"type": "done", "reason": "stop", "steps": 1,
+                "usage": {"prompt_tokens": 20, "completion_tokens": 2}}}),
+        ]
+    );
+    // Without a space the model is offered what GET /v1/tools lists.
+    let listed: Value = reqwest::Client::new()
+        .get(format!("{base}/v1/tools"))
+        .bearer_auth(w.alice())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(model.requests()[0]["tools"], listed["tools"]);
+}
+
+#[tokio::test]
+async fn a_real_tool_runs_and_its_result_goes_back_to_the_model() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let doc = w.doc.to_string();
+    let fragments = [
+        "{\"document_id\":".to_string(),
+        format!(" \"{doc}\","),
+        " \"max_length\": 20}".to_string(),
+    ];
+    let fragments: Vec<&str> = fragments.iter().map(String::as_str).collect();
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_1",
+        name: "read_document",
+        fragments: &fragments,
+    }]));
+    model.push(text_reply(&["It is about VACUUM."]));
+    let base = w.server_with(model.base_url()).await;
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({ "messages": [user("what is in the guide?")], "spaceId": w.alpha }),
+    )
+    .await;
+    let events = events_of(r).await;
+    let got = redacted(&events);
+    let fragment = |id: &str, text: &str| {
+        json!({"id": id, "data": {"type": "tool_call", "call_id": "call_model_1", "index": 0,
+            "name": "read_document", "arguments_delta": text, "partial": true}})
+    };
+    assert_eq!(got[0], fragment("1", fragments[0]));
+    assert_eq!(got[1], fragment("2", fragments[1]));
+    assert_eq!(got[2], fragment("3", fragments[2]));
+    assert_eq!(
+        got[3],
+        json!({"id": "4", "data": {"type": "tool_call", "call_id": "call_model_1",
+            "name": "read_document", "partial": false,
+            "arguments": {"document_id": doc, "max_length": 20}}})
+    );
+    assert_eq!(got[4]["data"]["type"], "tool_result");
+    assert_eq!(got[4]["data"]["result"]["success"], true, "{}", got[4]);
+    let read = got[4]["data"]["result"]["data"].clone();
+    assert_eq!(got[5]["data"]["type"], "text_delta");
+    assert_eq!(got[6]["data"]["type"], "done");
+    assert_eq!(got[6]["data"]["steps"], 2);
+    assert_eq!(got.len(), 7);
+
+    let requests = model.requests();
+    // With a space, the navigation tools are offered too.
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"list_sources"), "{offered:?}");
+    let messages = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["role"], "tool");
+    assert_eq!(messages[2]["tool_call_id"], "call_model_1");
+    let fed_back: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(fed_back["data"], read);
+
+    // The call is in the audit log under the model's id.
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let (tool, success): (String, bool) =
+        sqlx::query_as("SELECT tool, success FROM tool_calls WHERE call_id = 'call_model_1'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!((tool.as_str(), success), ("read_document", true));
+}
+
+#[tokio::test]
+async fn model_failures_end_the_stream_with_an_error_event() {
+    let w = world().await;
+    let text = |t: &str| Piece::Chunk(chunk(json!({"content": t}), None));
+    let cases: Vec<(&str, Option<Reply>, &str)> = vec![
+        ("down", None, "model_unreachable"),
+        (
+            "500",
+            Some(Reply::Status {
+                status: 500,
+                body: r#"{"error":{"message":"The server had an error"}}"#.into(),
+            }),
+            "model_error",
+        ),
+        (
+            "garbage",
+            Some(Reply::Stream(vec![Piece::Bytes(
+                "data: <html>oops\n\n".into(),
+            )])),
+            "model_bad_response",
+        ),
+        (
+            "stalls",
+            Some(Reply::Stream(vec![text("a"), Piece::Hang])),
+            "model_timeout",
+        ),
+    ];
+    for (case, reply, code) in cases {
+        let model = FakeModel::start().await;
+        let url = match reply {
+            Some(reply) => {
+                model.push(reply);
+                model.base_url()
+            }
+            None => unused_base_url().await,
+        };
+        let base = w.server_with(url).await;
+        let r = post_chat(&base, &w.alice(), &json!({ "messages": [user("hi")] })).await;
+        let events = events_of(r).await;
+        let (_, kind, last) = events.last().unwrap();
+        assert_eq!(kind, "error", "{case}: {events:?}");
+        assert_eq!(last["code"], code, "{case}: {last}");
+        assert!(!last["message"].as_str().unwrap().is_empty());
+        assert!(
+            !last["message"].as_str().unwrap().contains("127.0.0.1"),
+            "{case}: the endpoint's address stays in the log"
+        );
+        assert!(events.iter().all(|(_, k, _)| k != "done"), "{case}");
+    }
+}
+
+#[tokio::test]
+async fn without_a_model_chat_answers_503_and_the_rest_works() {
+    let w = world().await;
+    let base = serve(w.state.clone()).await;
+    let (status, body) =
+        json_of(post_chat(&base, &w.alice(), &json!({ "messages": [user("hi")] })).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"]["code"], "no_model");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DATA_PLANE_MODEL")
+    );
+    let tools = reqwest::Client::new()
+        .get(format!("{base}/v1/tools"))
+        .bearer_auth(w.alice())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tools.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn bad_requests_answer_json_errors() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let base = w.server_with(model.base_url()).await;
+    let token = w.alice();
+    let check = |body: Value, token: Option<String>, status: StatusCode, fragment: &'static str| {
+        let base = base.clone();
+        async move {
+            let mut request = reqwest::Client::new()
+                .post(format!("{base}/v1/chat"))
+                .json(&body);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let (got, error) = json_of(request.send().await.unwrap()).await;
+            assert_eq!(got, status, "{body}: {error}");
+            let text = error["error"].to_string();
+            assert!(text.contains(fragment), "{body}: {text} lacks {fragment:?}");
+        }
+    };
+    let hi = json!([user("hi")]);
+    check(
+        json!({"messages": hi}),
+        None,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    )
+    .await;
+    check(
+        json!({"messages": hi}),
+        Some("not-a-token".into()),
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    )
+    .await;
+    let t = || Some(token.clone());
+    let bad = StatusCode::BAD_REQUEST;
+    check(json!({"messages": []}), t(), bad, "at least one message").await;
+    check(json!({}), t(), bad, "messages").await;
+    check(json!({"messages": hi, "stream": true}), t(), bad, "stream").await;
+    check(
+        json!({"messages": [{"role": "wizard", "content": "x"}]}),
+        t(),
+        bad,
+        "messages",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "options": {"maxSteps": 0}}),
+        t(),
+        bad,
+        "maxSteps",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "options": {"temperature": 7}}),
+        t(),
+        bad,
+        "temperature",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "options": {"turbo": 1}}),
+        t(),
+        bad,
+        "turbo",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "spaceId": "nope"}),
+        t(),
+        bad,
+        "spaceId",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "spaceId": w.beta}),
+        t(),
+        StatusCode::NOT_FOUND,
+        "space",
+    )
+    .await;
+    assert!(model.requests().is_empty(), "no request reached the model");
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let doc = w.doc.to_string();
+    let first_args = format!("{{\"document_id\": \"{doc}\"}}");
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_first",
+        name: "document_info",
+        fragments: &[&first_args],
+    }]));
+    // The second answer starts, then the model keeps thinking.
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(
+            json!({"role": "assistant", "content": "Reading"}),
+            None,
+        )),
+        Piece::Hang,
+    ]));
+    // What the model would have asked for next, had the client stayed.
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_later",
+        name: "document_info",
+        fragments: &[&first_args],
+    }]));
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.idle_timeout = Duration::from_secs(30);
+    let base = serve(w.state.clone().with_agent(config).unwrap()).await;
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({ "messages": [user("describe the guide")] }),
+    )
+    .await;
+    let mut stream = eventsource_stream::EventStream::new(r.bytes_stream());
+    loop {
+        let event = stream.next().await.unwrap().unwrap();
+        if event.event == "text_delta" {
+            break;
+        }
+    }
+    drop(stream);
+
+    assert!(
+        model.wait_dropped(1, Duration::from_secs(5)).await,
+        "the model's connection was closed"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model request after the hang-up"
+    );
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let calls: Vec<String> = sqlx::query_scalar("SELECT call_id FROM tool_calls ORDER BY ts")
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(calls, ["call_model_first"]);
+}

@@ -1,0 +1,375 @@
+//! The chat page: its files as the server serves them, and the page driven
+//! end to end in headless Chromium (Debian's package, through playwright-core
+//! from npm) against a real server on 127.0.0.1, the real PostgreSQL and a
+//! fake OpenAI-compatible model scripted here. The browser part is
+//! tests/e2e/chat_page.mjs; this test starts everything, runs it, and checks
+//! what the server and the model saw.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::state::AppState;
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, tool_calls_reply};
+use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_search::KeywordIndex;
+use data_plane_store::Scope;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const SPACE: &str = "handbook";
+const ANSWER_START: &str = "VACUUM reclaims ";
+const ANSWER_END: &str = "the space dead tuples leave behind. <img src=x onerror=alert(1)>";
+const SLOW_TEXT: &str = "Thinking slowly";
+
+fn model_dir() -> PathBuf {
+    std::env::var("DATA_PLANE_MODEL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../.data/model/all-MiniLM-L6-v2"
+            )
+            .into()
+        })
+}
+
+struct World {
+    _test: TestDatabase,
+    jwt: JwtKeys,
+    state: AppState,
+    admin: Uuid,
+    viewer: Uuid,
+}
+
+async fn world() -> World {
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let admin = identity::upsert_user(&mut tx, "root@example.com", Some(Permission::Admin))
+        .await
+        .unwrap()
+        .id;
+    let viewer = identity::upsert_user(&mut tx, "vera@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let (space, _) = identity::ensure_space(&mut tx, SPACE).await.unwrap();
+    let (_other, _) = identity::ensure_space(&mut tx, "elsewhere").await.unwrap();
+    for user in [admin, viewer] {
+        identity::add_member(&mut tx, space.id, user, MembershipRole::Viewer)
+            .await
+            .unwrap();
+    }
+    let source = content::ensure_source(&mut tx, space.id, "guides", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    Pipeline::new(db.clone(), embedder.clone())
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: space.id,
+                source_id: source.id,
+            },
+            "maintenance/vacuum.md",
+            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
+        )
+        .await
+        .unwrap();
+    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
+    let state = AppState::new(
+        db,
+        KeywordIndex::in_memory().unwrap(),
+        embedder,
+        jwt.clone(),
+        ServiceTokens::parse("").unwrap(),
+    )
+    .unwrap();
+    World {
+        _test: test,
+        jwt,
+        state,
+        admin,
+        viewer,
+    }
+}
+
+impl World {
+    fn token(&self, user: Uuid, role: Permission) -> String {
+        self.jwt
+            .issue(user, "x@example.com", role, Duration::from_secs(600))
+            .unwrap()
+    }
+}
+
+async fn serve(state: AppState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    base
+}
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_served_from_the_binary() {
+    let w = world().await;
+    let base = serve(w.state.clone()).await;
+    // (path, status, content type, a piece of the body)
+    let cases = [
+        ("/", 200, "text/html", "<title>data-plane chat</title>"),
+        ("/static/app.js", 200, "text/javascript", "class SseParser"),
+        ("/static/style.css", 200, "text/css", ".tool-result"),
+        ("/static/missing.js", 404, "application/json", "missing.js"),
+        ("/static/..%2Fapp.js", 404, "application/json", "not_found"),
+    ];
+    for (path, status, ctype, piece) in cases {
+        check(&base, path, status, ctype, piece).await;
+    }
+}
+
+async fn check(base: &str, path: &str, status: u16, ctype: &str, piece: &str) {
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    assert_eq!(r.status().as_u16(), status, "GET {path}");
+    let headers = r.headers().clone();
+    let got = headers["content-type"].to_str().unwrap();
+    assert!(got.starts_with(ctype), "GET {path} answered {got}");
+    if status == 200 {
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "GET {path}: content-security-policy {csp}"
+        );
+        assert_eq!(headers["x-content-type-options"], "nosniff", "GET {path}");
+    }
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains(piece),
+        "GET {path} lacks {piece:?}: {body:.200}"
+    );
+}
+
+/// What the browser test needs, or a failure that says how to get it: a
+/// missing browser must never pass as a skipped test.
+struct Browser {
+    node: PathBuf,
+    chromium: PathBuf,
+    script_dir: PathBuf,
+}
+
+fn on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+fn browser() -> Browser {
+    let script_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+    let chromium = match std::env::var_os("CHROMIUM") {
+        Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file()),
+        None => on_path(&["chromium", "chromium-browser"]),
+    };
+    let node = on_path(&["node", "nodejs"]);
+    let playwright = script_dir.join("node_modules/playwright-core/package.json");
+    let mut missing = Vec::new();
+    if chromium.is_none() {
+        missing.push("chromium (Debian's package)".to_string());
+    }
+    if node.is_none() {
+        missing.push("node".to_string());
+    }
+    if !playwright.is_file() {
+        missing.push(format!("playwright-core ({})", playwright.display()));
+    }
+    assert!(
+        missing.is_empty(),
+        "the chat page's browser test needs {}: run `make setup` (scripts/setup.sh installs them)",
+        missing.join(", ")
+    );
+    Browser {
+        node: node.unwrap(),
+        chromium: chromium.unwrap(),
+        script_dir,
+    }
+}
+
+/// The model's side of the three turns the browser has: a search, then an
+/// answer in two parts with a pause between; a reply that never ends (for
+/// Stop); an upstream failure.
+fn script(model: &FakeModel) {
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_search_1",
+        name: "search_documents",
+        fragments: &["{\"query\": \"vac", "uum\", \"limit\": 3}"],
+    }]));
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({ "role": "assistant", "content": "" }), None)),
+        Piece::Chunk(chunk(json!({ "content": ANSWER_START }), None)),
+        // Long enough for the page to be seen half-way.
+        Piece::Pause(Duration::from_millis(1500)),
+        Piece::Chunk(chunk(json!({ "content": ANSWER_END }), None)),
+        Piece::Chunk(chunk(json!({}), Some("stop"))),
+        Piece::Done,
+    ]));
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({ "role": "assistant", "content": "" }), None)),
+        Piece::Chunk(chunk(json!({ "content": SLOW_TEXT }), None)),
+        Piece::Hang,
+    ]));
+    model.push(Reply::Status {
+        status: 500,
+        body: json!({"error": {"message": "scripted failure", "type": "server_error"}}).to_string(),
+    });
+}
+
+fn roles(messages: &Value) -> Vec<String> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .filter(|r| r != "system")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_page_works_in_headless_chromium() {
+    let browser = browser();
+    let w = world().await;
+    let model = FakeModel::start().await;
+    script(&model);
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.api_key = Some("sk-test".into());
+    // The reply that never ends must outlast the browser's Stop.
+    config.first_byte_timeout = Duration::from_secs(30);
+    config.idle_timeout = Duration::from_secs(30);
+    let base = serve(w.state.clone().with_agent(config).unwrap()).await;
+    let admin = w.token(w.admin, Permission::Admin);
+    let viewer = w.token(w.viewer, Permission::User);
+
+    // DATA_PLANE_E2E_SHOTS keeps the screenshots for a person to look at.
+    let temp = tempfile::tempdir().unwrap();
+    let shots = std::env::var_os("DATA_PLANE_E2E_SHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&shots).unwrap();
+
+    let mut node = tokio::process::Command::new(&browser.node);
+    node.arg("chat_page.mjs")
+        .current_dir(&browser.script_dir)
+        .env("DATA_PLANE_URL", &base)
+        .env("ADMIN_TOKEN", &admin)
+        .env("USER_TOKEN", &viewer)
+        .env("SPACE_NAME", SPACE)
+        .env("TOOL_NAME", "search_documents")
+        .env("TOOL_ARGS_TEXT", "\"query\": \"vacuum\"")
+        .env(
+            "RESULT_TEXT",
+            "VACUUM reclaims storage occupied by dead tuples",
+        )
+        .env("ANSWER_START", ANSWER_START)
+        .env("ANSWER_END", ANSWER_END)
+        .env("SLOW_TEXT", SLOW_TEXT)
+        .env("SHOT_DIR", &shots)
+        .env("CHROMIUM", &browser.chromium)
+        .kill_on_drop(true);
+    let status = tokio::time::timeout(Duration::from_secs(180), node.status())
+        .await
+        .expect("the browser test ran past three minutes")
+        .unwrap();
+    assert!(
+        status.success(),
+        "the browser test failed ({status}); its output is above"
+    );
+
+    // Stop closed the stream, and the server hung up on the model in turn.
+    assert!(
+        model.wait_dropped(1, Duration::from_secs(5)).await,
+        "the model's reply was not cut short after Stop"
+    );
+    let requests = model.requests();
+    assert!(
+        requests.len() >= 4,
+        "{} model requests: {requests:#?}",
+        requests.len()
+    );
+    // The second turn carried the first whole, in the API's format: the
+    // question, the call, its result, the answer.
+    let second = &requests[2]["messages"];
+    assert_eq!(
+        roles(second),
+        ["user", "assistant", "tool", "assistant", "user"],
+        "{second:#}"
+    );
+    let turn: Vec<&Value> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .collect();
+    assert_eq!(turn[1]["tool_calls"][0]["id"], "call_search_1");
+    assert_eq!(
+        turn[1]["tool_calls"][0]["function"]["name"],
+        "search_documents"
+    );
+    let args: Value = serde_json::from_str(
+        turn[1]["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(args, json!({"query": "vacuum", "limit": 3}));
+    assert_eq!(turn[2]["tool_call_id"], "call_search_1");
+    assert!(
+        turn[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("VACUUM reclaims storage"),
+        "{}",
+        turn[2]
+    );
+    assert_eq!(turn[3]["content"], format!("{ANSWER_START}{ANSWER_END}"));
+    assert_eq!(turn[4]["content"], "Now think slowly.");
+    // The stopped reply's text stays; the next question follows it.
+    let third = &requests[3]["messages"];
+    let last = third.as_array().unwrap().last().unwrap();
+    assert_eq!(last["content"], "And once more?", "{third:#}");
+
+    // The switch the browser flipped is stored: web_search is offered now.
+    let r = reqwest::Client::new()
+        .get(format!("{base}/v1/tools"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let tools: Value = r.json().await.unwrap();
+    assert!(
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "web_search"),
+        "{tools:#}"
+    );
+
+    for shot in ["chat.png", "narrow.png", "admin.png"] {
+        let bytes = std::fs::read(shots.join(shot)).unwrap();
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,
+            "{shot} is not a real screenshot ({} bytes)",
+            bytes.len()
+        );
+    }
+}

@@ -1,0 +1,173 @@
+// Drives the chat page in headless Chromium against a running server whose
+// model is scripted by the caller (apps/data-plane/tests/chat_page.rs):
+// token, space, a turn with a tool call and a streamed answer, Stop on a
+// reply that never ends, an upstream error, and the admin switch for web
+// search. Exits non-zero, naming the step, on the first thing that is wrong.
+//
+// Environment: DATA_PLANE_URL, ADMIN_TOKEN, USER_TOKEN, SPACE_NAME, what the
+// scripted model does (TOOL_NAME, TOOL_ARGS_TEXT: part of the arguments as
+// shown, RESULT_TEXT: part of the tool's result, ANSWER_START and
+// ANSWER_END: the answer's two streamed parts, SLOW_TEXT: the start of the
+// reply that never ends), SHOT_DIR (screenshots), CHROMIUM (the browser).
+
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+
+const base = env("DATA_PLANE_URL");
+const adminToken = env("ADMIN_TOKEN");
+const userToken = env("USER_TOKEN");
+const spaceName = env("SPACE_NAME");
+const toolName = env("TOOL_NAME");
+const toolArgsText = env("TOOL_ARGS_TEXT");
+const resultText = env("RESULT_TEXT");
+const answerStart = env("ANSWER_START");
+const answerEnd = env("ANSWER_END");
+const slowText = env("SLOW_TEXT");
+const shotDir = env("SHOT_DIR");
+const executablePath = env("CHROMIUM");
+
+const TIMEOUT = 20_000;
+let stepName = "start";
+const step = (name) => {
+  stepName = name;
+  console.log(`step: ${name}`);
+};
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+async function textOf(locator) {
+  return (await locator.textContent()) ?? "";
+}
+
+const browser = await chromium.launch({ executablePath, headless: true });
+const pageErrors = [];
+try {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  context.setDefaultTimeout(TIMEOUT);
+  const page = await context.newPage();
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  page.on("console", (m) => {
+    if (m.type() === "error") console.log(`browser console: ${m.text()}`);
+  });
+
+  step("the page asks for a token");
+  await page.goto(base + "/");
+  await page.getByLabel("Bearer token", { exact: true }).waitFor();
+  check(await page.locator("#view-chat").isHidden(), "the chat shows before a token is given");
+
+  step("the token is saved with the keyboard and the spaces are listed");
+  await page.getByLabel("Bearer token", { exact: true }).fill(adminToken);
+  await page.getByLabel("Bearer token", { exact: true }).press("Enter");
+  await page.locator("#view-chat").waitFor({ state: "visible" });
+  check(
+    (await page.evaluate(() => localStorage.getItem("data-plane.token"))) === adminToken,
+    "the token was not kept in localStorage",
+  );
+  const space = page.getByLabel("Space", { exact: true });
+  await page.locator("#space-select option", { hasText: spaceName }).waitFor({ state: "attached" });
+  const options = await space.locator("option").allTextContents();
+  check(options[0] === "All spaces", `the first choice is ${JSON.stringify(options[0])}, not "All spaces"`);
+  const focused = await page.evaluate(() => document.activeElement?.id);
+  check(focused === "message", `after sign-in the focus is on ${JSON.stringify(focused)}, not the message box`);
+  await space.selectOption({ label: spaceName });
+
+  step("a message is sent with Enter and the tool call unfolds");
+  const message = page.getByLabel("Message", { exact: true });
+  await message.fill("Which sources are in this space?");
+  await message.press("Enter");
+  await page.locator(".message.user", { hasText: "Which sources are in this space?" }).waitFor();
+  const card = page.locator(".message.assistant .tool").first();
+  await card.waitFor();
+  await card.locator(".tool-name", { hasText: toolName }).waitFor();
+  await page.locator(".tool[data-state='ok']").first().waitFor();
+  const args = await textOf(card.locator(".tool-args"));
+  check(args.includes(toolArgsText), `the card shows arguments ${JSON.stringify(args)}`);
+  const result = await textOf(card.locator(".tool-result"));
+  check(result.includes(resultText), `the card's result lacks ${JSON.stringify(resultText)}: ${result.slice(0, 300)}`);
+  check((await textOf(card.locator(".tool-state"))).startsWith("done"), "the card does not say done");
+
+  step("the answer streams in before it is complete");
+  const answer = page.locator(".message.assistant").first();
+  await answer.locator(".text", { hasText: answerStart.trim() }).waitFor();
+  const midway = await answer.evaluate((node) => ({
+    state: node.dataset.state,
+    text: node.querySelector(".text")?.textContent ?? "",
+  }));
+  check(midway.state === "streaming", `the answer was already ${midway.state} when its first words showed`);
+  check(!midway.text.includes(answerEnd), "the whole answer arrived at once: nothing streamed");
+  check(await page.getByRole("button", { name: "Stop" }).isEnabled(), "Stop is not enabled while answering");
+  await page.locator(".message.assistant[data-state='done']").first().waitFor();
+  const full = await textOf(answer.locator(".text"));
+  check(full === answerStart + answerEnd, `the answer reads ${JSON.stringify(full)}`);
+
+  step("model output is shown as text, never as markup");
+  check(/<img[^>]*>/.test(answerEnd), "the scripted answer carries no markup to test with");
+  check((await page.locator("#log img").count()) === 0, "the answer's markup became an element");
+
+  await page.screenshot({ path: `${shotDir}/chat.png`, fullPage: true });
+
+  step("Stop ends a reply that never finishes");
+  await message.fill("Now think slowly.");
+  await message.press("Enter");
+  const slow = page.locator(".message.assistant").nth(1);
+  await slow.locator(".text", { hasText: slowText }).waitFor();
+  check((await slow.getAttribute("data-state")) === "streaming", "the slow reply is not streaming");
+  await page.getByRole("button", { name: "Stop" }).click();
+  await page.locator(".message.assistant[data-state='stopped']").waitFor();
+  check(await page.getByRole("button", { name: "Stop" }).isDisabled(), "Stop is still enabled after stopping");
+  check(await page.getByRole("button", { name: "Send" }).isEnabled(), "Send is not enabled after stopping");
+  check((await textOf(slow)).includes("Stopped."), "the stopped reply does not say so");
+
+  step("an upstream failure shows as an error");
+  await message.fill("And once more?");
+  await message.press("Enter");
+  const failed = page.locator(".message.assistant").nth(2);
+  await failed.locator(".error-box[role='alert']").waitFor();
+  check((await failed.getAttribute("data-state")) === "error", "the failed reply is not marked as an error");
+
+  step("the page fits a narrow screen");
+  await page.setViewportSize({ width: 380, height: 800 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `the page is ${overflow}px wider than a 380px screen`);
+  await page.screenshot({ path: `${shotDir}/narrow.png`, fullPage: true });
+  await page.setViewportSize({ width: 1100, height: 900 });
+
+  step("the admin view switches web search on");
+  await page.getByRole("button", { name: "Admin" }).click();
+  const webSearch = page.getByLabel("Web search");
+  await page.locator("#settings-fields:not([disabled])").waitFor();
+  check(!(await webSearch.isChecked()), "web search is on before anyone switched it on");
+  check(await page.getByLabel("Fetching web pages").isChecked(), "fetching web pages shows as off");
+  await webSearch.check();
+  await page.locator("#admin-status", { hasText: "Saved" }).waitFor();
+  const tools = await page.evaluate(async (token) => {
+    const r = await fetch("/v1/tools", { headers: { Authorization: "Bearer " + token } });
+    return (await r.json()).tools.map((t) => t.function.name);
+  }, adminToken);
+  check(tools.includes("web_search"), `GET /v1/tools lists ${tools.join(", ")}: no web_search`);
+  await page.screenshot({ path: `${shotDir}/admin.png` });
+
+  step("a user who is not an admin is told so");
+  await page.getByRole("button", { name: "Token" }).click();
+  await page.getByLabel("Bearer token", { exact: true }).fill(userToken);
+  await page.getByLabel("Bearer token", { exact: true }).press("Enter");
+  await page.getByRole("button", { name: "Admin" }).click();
+  await page.locator("#admin-status", { hasText: "Only admins" }).waitFor();
+  check(await page.getByLabel("Web search").isHidden(), "a non-admin still sees the switches");
+
+  check(pageErrors.length === 0, `the page threw: ${pageErrors.join("; ")}`);
+  console.log("chat page: all steps passed");
+} catch (error) {
+  console.error(`chat page: step "${stepName}" failed: ${error.message}`);
+  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("; ")}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

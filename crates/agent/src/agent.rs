@@ -1,0 +1,538 @@
+//! The loop: ask the model, stream its text, run the tools it calls, feed
+//! the results back, ask again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_openai::types::chat::{
+    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
+    ChatCompletionRequestToolMessageContent, ChatCompletionStreamOptions, ChatCompletionTools,
+    CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
+};
+use data_plane_registry::{ChannelCallbacks, Registry, ToolContext, ToolError, ToolResult};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::ModelClient;
+use crate::textcalls::{Segment, StreamParser};
+use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
+
+/// Pause before the one retry of a call that failed retryably.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Name under which an unreadable text-format call is fed back to the model
+/// (it has no readable name of its own; the result says what went wrong).
+const MALFORMED_CALL: &str = "unreadable_tool_call";
+
+/// One conversation to continue.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    /// The conversation so far, in OpenAI's format.
+    pub messages: Vec<ChatCompletionRequestMessage>,
+    /// Lowers the configured step limit for this run.
+    pub max_steps: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+/// Why a run ended with an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model answered without calling a tool.
+    Stop,
+    /// The model's answer was cut at its token limit.
+    Length,
+    /// The model still wanted tools when the last step was used; its last
+    /// calls were not run.
+    StepLimit,
+    /// The token budget was spent; the last calls were not run.
+    TokenBudget,
+}
+
+/// Tokens the endpoint reported, summed over the steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    pub reason: FinishReason,
+    /// Model requests made.
+    pub steps: u32,
+    pub usage: Usage,
+    /// The text of the model's last answer (what a parent agent reports).
+    pub text: String,
+}
+
+/// The model loop, shared by every request (and by nested agents with
+/// their own configuration).
+#[derive(Debug)]
+pub struct Agent {
+    config: AgentConfig,
+    registry: Arc<Registry>,
+    client: ModelClient,
+}
+
+/// A call the model made, natively or as text, as it will be run.
+#[derive(Debug, Clone)]
+struct PlannedCall {
+    id: String,
+    name: String,
+    /// The arguments as the model wrote them (fed back verbatim).
+    raw_arguments: String,
+    /// Parsed arguments, or why they could not be parsed.
+    arguments: Result<Value, String>,
+}
+
+/// What one model request produced.
+#[derive(Debug, Default)]
+struct Turn {
+    text: String,
+    native: BTreeMap<u32, PendingCall>,
+    text_calls: Vec<PlannedCall>,
+    malformed: Vec<(String, String)>,
+    finish: Option<ModelFinish>,
+    usage: Usage,
+}
+
+#[derive(Debug, Default)]
+struct PendingCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+fn new_call_id() -> String {
+    format!("call_{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig, registry: Arc<Registry>) -> Result<Agent, AgentError> {
+        if config.max_steps == 0 {
+            return Err(AgentError::Config("max_steps must be at least 1".into()));
+        }
+        let client = ModelClient::new(&config)?;
+        Ok(Agent {
+            config,
+            registry,
+            client,
+        })
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Runs the conversation until the model answers, a limit is reached,
+    /// `cancel` fires or `sink` stops listening. Offers exactly the tools
+    /// `ctx` makes available (its allow-list included) and runs them under
+    /// `ctx`; dropping the returned future stops the model request and every
+    /// running tool at once.
+    pub async fn run(
+        &self,
+        request: ChatRequest,
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, AgentError> {
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(AgentError::Cancelled),
+            outcome = self.run_steps(request, ctx, sink) => outcome,
+        }
+    }
+
+    async fn run_steps(
+        &self,
+        request: ChatRequest,
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+    ) -> Result<RunOutcome, AgentError> {
+        if request.messages.is_empty() {
+            return Err(AgentError::InvalidRequest("messages is empty".into()));
+        }
+        let entries: Vec<_> = self.registry.available_entries(ctx).collect();
+        let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+        let tools = entries
+            .iter()
+            .map(|e| {
+                serde_json::from_value::<ChatCompletionTools>(e.openai_tool()).map_err(|err| {
+                    AgentError::Config(format!("definition of {} does not fit: {err}", e.name))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut messages = request.messages;
+        if let Some(prompt) = &self.config.system_prompt {
+            let has_system = messages.iter().any(|m| {
+                matches!(
+                    m,
+                    ChatCompletionRequestMessage::System(_)
+                        | ChatCompletionRequestMessage::Developer(_)
+                )
+            });
+            if !has_system {
+                messages.insert(
+                    0,
+                    ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+                        content: ChatCompletionRequestSystemMessageContent::Text(prompt.clone()),
+                        name: None,
+                    }),
+                );
+            }
+        }
+        let max_steps = request
+            .max_steps
+            .map_or(self.config.max_steps, |m| m.clamp(1, self.config.max_steps));
+        let mut usage = Usage::default();
+        let mut step = 0;
+        loop {
+            step += 1;
+            let model_request = CreateChatCompletionRequest {
+                model: self.config.model.clone(),
+                messages: messages.clone(),
+                stream: Some(true),
+                stream_options: Some(ChatCompletionStreamOptions {
+                    include_usage: Some(true),
+                    include_obfuscation: None,
+                }),
+                tools: (!tools.is_empty()).then(|| tools.clone()),
+                temperature: request.temperature,
+                max_completion_tokens: self.config.max_completion_tokens,
+                ..Default::default()
+            };
+            let turn = self.turn(&model_request, &names, sink).await?;
+            usage.prompt_tokens += turn.usage.prompt_tokens;
+            usage.completion_tokens += turn.usage.completion_tokens;
+            let finish = turn.finish;
+            let (text, calls, malformed) = turn.into_calls();
+            let ended = |reason| RunOutcome {
+                reason,
+                steps: step,
+                usage,
+                text: text.clone(),
+            };
+            if calls.is_empty() && malformed.is_empty() {
+                let reason = if finish == Some(ModelFinish::Length) {
+                    FinishReason::Length
+                } else {
+                    FinishReason::Stop
+                };
+                return Ok(ended(reason));
+            }
+            if step >= max_steps {
+                return Ok(ended(FinishReason::StepLimit));
+            }
+            if self
+                .config
+                .token_budget
+                .is_some_and(|budget| usage.total() >= budget)
+            {
+                return Ok(ended(FinishReason::TokenBudget));
+            }
+
+            let mut tool_calls: Vec<ChatCompletionMessageToolCalls> = calls
+                .iter()
+                .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
+                .collect();
+            let malformed: Vec<(String, String)> = malformed
+                .into_iter()
+                .map(|(raw, reason)| (new_call_id(), format!("{reason} (in {raw:?})")))
+                .collect();
+            tool_calls.extend(
+                malformed
+                    .iter()
+                    .map(|(id, _)| native_call(id, MALFORMED_CALL, "{}")),
+            );
+            messages.push(ChatCompletionRequestMessage::Assistant(
+                ChatCompletionRequestAssistantMessage {
+                    content: (!text.is_empty())
+                        .then(|| ChatCompletionRequestAssistantMessageContent::Text(text.clone())),
+                    tool_calls: Some(tool_calls),
+                    ..Default::default()
+                },
+            ));
+            let results = self.execute_all(&calls, ctx, sink).await?;
+            for (call, result) in calls.iter().zip(results) {
+                messages.push(tool_message(&call.id, result_for_model(&result)));
+            }
+            for (id, reason) in &malformed {
+                let content = json!({
+                    "success": false,
+                    "error": {
+                        "code": "invalid_arguments",
+                        "message": format!("your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"),
+                        "retryable": true,
+                    }
+                });
+                messages.push(tool_message(id, content.to_string()));
+            }
+        }
+    }
+
+    /// One model request, streamed: text to the sink as it comes, argument
+    /// fragments as they come, calls assembled by index.
+    async fn turn(
+        &self,
+        request: &CreateChatCompletionRequest,
+        names: &[String],
+        sink: &dyn EventSink,
+    ) -> Result<Turn, AgentError> {
+        let mut stream = self.client.open(request).await?;
+        let mut parser = StreamParser::new(names.to_vec());
+        let mut turn = Turn::default();
+        while let Some(chunk) = stream.next().await? {
+            if let Some(u) = &chunk.usage {
+                turn.usage.prompt_tokens = u64::from(u.prompt_tokens);
+                turn.usage.completion_tokens = u64::from(u.completion_tokens);
+            }
+            // We ask for one choice; a server sending more is followed on the first.
+            for choice in chunk.choices.iter().filter(|c| c.index == 0) {
+                if let Some(text) = &choice.delta.content {
+                    for segment in parser.push(text) {
+                        turn.take(segment, sink).await?;
+                    }
+                }
+                for delta in choice.delta.tool_calls.iter().flatten() {
+                    let pending = turn.native.entry(delta.index).or_default();
+                    if let Some(id) = delta.id.as_deref().filter(|id| !id.is_empty())
+                        && pending.id.is_empty()
+                    {
+                        pending.id = id.to_string();
+                    }
+                    let Some(function) = &delta.function else {
+                        continue;
+                    };
+                    // Servers that repeat the name on every fragment must not double it.
+                    if let Some(name) = &function.name
+                        && pending.name != *name
+                    {
+                        pending.name.push_str(name);
+                    }
+                    if let Some(fragment) = function.arguments.as_deref().filter(|a| !a.is_empty())
+                    {
+                        pending.arguments.push_str(fragment);
+                        if pending.id.is_empty() {
+                            pending.id = new_call_id();
+                        }
+                        let event = AgentEvent::ToolCallDelta {
+                            call_id: pending.id.clone(),
+                            index: delta.index,
+                            name: pending.name.clone(),
+                            arguments_delta: fragment.to_string(),
+                            partial: true,
+                        };
+                        if !sink.emit(event).await {
+                            return Err(AgentError::Cancelled);
+                        }
+                    }
+                }
+                if let Some(finish) = choice.finish_reason {
+                    turn.finish = Some(finish);
+                }
+            }
+        }
+        for segment in parser.finish() {
+            turn.take(segment, sink).await?;
+        }
+        Ok(turn)
+    }
+
+    /// Runs the calls; consecutive read-only calls run together. Results
+    /// come back in the calls' order.
+    async fn execute_all(
+        &self,
+        calls: &[PlannedCall],
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+    ) -> Result<Vec<ToolResult>, AgentError> {
+        let read_only = |c: &PlannedCall| {
+            c.arguments.is_ok()
+                && self
+                    .registry
+                    .get(&c.name)
+                    .is_some_and(|e| e.meta.annotations.read_only)
+        };
+        let mut results = Vec::with_capacity(calls.len());
+        let mut start = 0;
+        while start < calls.len() {
+            let mut end = start + 1;
+            if read_only(&calls[start]) {
+                while end < calls.len() && read_only(&calls[end]) {
+                    end += 1;
+                }
+            }
+            let (callbacks, mut events) = ChannelCallbacks::new();
+            let batch = futures::future::join_all(
+                calls[start..end]
+                    .iter()
+                    .map(|call| self.execute_one(call, ctx, &callbacks)),
+            );
+            tokio::pin!(batch);
+            let batch_results = loop {
+                tokio::select! {
+                    done = &mut batch => break done,
+                    Some(event) = events.recv() => {
+                        if !sink.emit(event.into()).await {
+                            return Err(AgentError::Cancelled);
+                        }
+                    }
+                }
+            };
+            // What the calls reported before they returned.
+            while let Ok(event) = events.try_recv() {
+                if !sink.emit(event.into()).await {
+                    return Err(AgentError::Cancelled);
+                }
+            }
+            results.extend(batch_results);
+            start = end;
+        }
+        Ok(results)
+    }
+
+    /// One call through the registry, retried once when it failed in a way
+    /// a retry may fix.
+    async fn execute_one(
+        &self,
+        call: &PlannedCall,
+        ctx: &ToolContext,
+        callbacks: &ChannelCallbacks,
+    ) -> ToolResult {
+        use data_plane_registry::Callbacks;
+        let args = match &call.arguments {
+            Ok(args) => args,
+            Err(reason) => {
+                callbacks.on_tool_call(
+                    &call.id,
+                    &call.name,
+                    &Value::String(call.raw_arguments.clone()),
+                );
+                let error = ToolError::invalid(format!(
+                    "the arguments of {} are not a JSON object: {reason}",
+                    call.name
+                ));
+                let result = ToolResult::failed(&call.name, &call.id, &error, 0);
+                callbacks.on_tool_result(&call.id, &call.name, &result);
+                return result;
+            }
+        };
+        let ctx = ctx.clone().with_call_id(call.id.clone());
+        let first = self
+            .registry
+            .execute_tool(&call.name, args.clone(), &ctx, callbacks)
+            .await;
+        if first.success || !first.error.as_ref().is_some_and(|e| e.retryable) {
+            return first;
+        }
+        tracing::debug!(tool = %call.name, call_id = %call.id, "retrying a failed tool call once");
+        tokio::time::sleep(RETRY_PAUSE).await;
+        self.registry
+            .execute_tool(&call.name, args.clone(), &ctx, callbacks)
+            .await
+    }
+}
+
+impl Turn {
+    async fn take(&mut self, segment: Segment, sink: &dyn EventSink) -> Result<(), AgentError> {
+        match segment {
+            Segment::Text(text) => {
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.text.push_str(&text);
+                if !sink.emit(AgentEvent::TextDelta { text }).await {
+                    return Err(AgentError::Cancelled);
+                }
+            }
+            Segment::Call(call) => {
+                let arguments = match call.arguments {
+                    Value::Null => json!({}),
+                    other => other,
+                };
+                self.text_calls.push(PlannedCall {
+                    id: new_call_id(),
+                    name: call.name,
+                    raw_arguments: arguments.to_string(),
+                    arguments: if arguments.is_object() {
+                        Ok(arguments)
+                    } else {
+                        Err(format!("expected an object, got {arguments}"))
+                    },
+                });
+            }
+            Segment::Malformed { raw, reason } => self.malformed.push((raw, reason)),
+        }
+        Ok(())
+    }
+
+    /// The visible text, the calls to run (native first, in index order,
+    /// then those written as text), and the unreadable ones.
+    fn into_calls(self) -> (String, Vec<PlannedCall>, Vec<(String, String)>) {
+        let mut calls: Vec<PlannedCall> = self
+            .native
+            .into_values()
+            .map(|p| {
+                let raw = if p.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    p.arguments
+                };
+                let arguments = match serde_json::from_str::<Value>(&raw) {
+                    Ok(v) if v.is_object() => Ok(v),
+                    Ok(v) => Err(format!("expected an object, got {v}")),
+                    Err(e) => Err(format!("not valid JSON ({e})")),
+                };
+                PlannedCall {
+                    id: if p.id.is_empty() { new_call_id() } else { p.id },
+                    name: p.name,
+                    raw_arguments: raw,
+                    arguments,
+                }
+            })
+            .collect();
+        calls.extend(self.text_calls);
+        (self.text, calls, self.malformed)
+    }
+}
+
+fn native_call(id: &str, name: &str, arguments: &str) -> ChatCompletionMessageToolCalls {
+    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
+        id: id.to_string(),
+        function: FunctionCall {
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        },
+    })
+}
+
+fn tool_message(call_id: &str, content: String) -> ChatCompletionRequestMessage {
+    ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
+        content: ChatCompletionRequestToolMessageContent::Text(content),
+        tool_call_id: call_id.to_string(),
+    })
+}
+
+/// The result as the model reads it: data or the error, without the
+/// bookkeeping (call id, duration) it has no use for.
+fn result_for_model(result: &ToolResult) -> String {
+    let body = if result.success {
+        json!({ "success": true, "data": result.data })
+    } else {
+        json!({ "success": false, "error": result.error })
+    };
+    body.to_string()
+}

@@ -1,0 +1,681 @@
+//! The model loop against the fake OpenAI-compatible endpoint and a real
+//! registry whose tools are written for these tests: streaming text,
+//! native calls assembled from fragments, concurrency of read-only calls,
+//! the step limit, the one retry, every way the endpoint can fail, and
+//! cancellation.
+
+// Tests report failure by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use data_plane_agent::testing::{
+    FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply, unused_base_url,
+};
+use data_plane_agent::{
+    Agent, AgentConfig, AgentError, AgentEvent, ChatRequest, FinishReason, RunOutcome, SubAgentSink,
+};
+use data_plane_registry::{
+    Annotations, Callbacks, Category, ChannelCallbacks, CostTier, DefinitionFile, ErrorCode,
+    HandlerEntry, NoLedger, Permission, RateLimits, Registry, ToolContext, ToolError, ToolEvent,
+    ToolHandler, ToolMeta,
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the test tools saw: (tool, key, start, end).
+#[derive(Debug, Default)]
+struct Journal {
+    calls: Mutex<Vec<(String, String, Instant, Instant)>>,
+    started: AtomicUsize,
+    finished_slow: AtomicBool,
+    flaky_failures: Mutex<Vec<String>>,
+}
+
+struct TestTool {
+    name: &'static str,
+    journal: Arc<Journal>,
+}
+
+#[async_trait]
+impl ToolHandler for TestTool {
+    async fn call(
+        &self,
+        args: Value,
+        _ctx: &ToolContext,
+        _callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        let key = args["key"].as_str().unwrap_or_default().to_string();
+        self.journal.started.fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        match self.name {
+            "lookup" | "write_note" => tokio::time::sleep(Duration::from_millis(300)).await,
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                self.journal.finished_slow.store(true, Ordering::SeqCst);
+            }
+            "flaky" => {
+                let mut failed = self.journal.flaky_failures.lock().unwrap();
+                if !failed.contains(&key) {
+                    failed.push(key.clone());
+                    return Err(ToolError::unavailable(format!(
+                        "the backend for {key} is briefly unavailable"
+                    )));
+                }
+            }
+            _ => {}
+        }
+        self.journal.calls.lock().unwrap().push((
+            self.name.into(),
+            key.clone(),
+            start,
+            Instant::now(),
+        ));
+        Ok(json!({ "tool": self.name, "key": key, "value": format!("value of {key}") }))
+    }
+}
+
+fn definition(name: &str) -> DefinitionFile {
+    DefinitionFile {
+        file: format!("{name}.json"),
+        text: json!({
+            "name": name,
+            "description": format!("test tool {name}"),
+            "parameters": {
+                "type": "object",
+                "properties": { "key": { "type": "string", "description": "what to look up" } },
+                "required": ["key"],
+                "additionalProperties": false
+            }
+        })
+        .to_string(),
+    }
+}
+
+fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
+    let tools = ["flaky", "lookup", "slow", "write_note"];
+    let handlers = tools
+        .iter()
+        .map(|&name| HandlerEntry {
+            name,
+            file: "tests/agent_loop.rs",
+            meta: ToolMeta {
+                category: Category::Search,
+                short_description: "test tool",
+                available_when: "always",
+                aliases: &[],
+                annotations: if name == "write_note" {
+                    Annotations {
+                        read_only: false,
+                        destructive: false,
+                        idempotent: false,
+                        open_world: false,
+                        requires_confirmation: false,
+                    }
+                } else {
+                    Annotations::READ_ONLY
+                },
+                cost: CostTier::Cheap,
+                permission: Permission::User,
+                timeout: Duration::from_secs(10),
+                limits: RateLimits::NONE,
+                needs_approval: false,
+                defer_loading: false,
+            },
+            available: |_| true,
+            handler: Arc::new(TestTool {
+                name,
+                journal: journal.clone(),
+            }),
+            args_schema: json!({}),
+        })
+        .collect();
+    let definitions = tools.iter().map(|n| definition(n)).collect();
+    Arc::new(Registry::build(definitions, handlers, Arc::new(NoLedger)).unwrap())
+}
+
+fn ctx() -> ToolContext {
+    ToolContext::new(uuid::Uuid::new_v4(), None, Permission::User)
+}
+
+fn request(text: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![serde_json::from_value(json!({"role": "user", "content": text})).unwrap()],
+        ..Default::default()
+    }
+}
+
+struct Setup {
+    model: FakeModel,
+    journal: Arc<Journal>,
+    agent: Agent,
+}
+
+async fn setup(tune: impl FnOnce(&mut AgentConfig)) -> Setup {
+    let model = FakeModel::start().await;
+    let journal = Arc::new(Journal::default());
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.api_key = Some("sk-test".into());
+    tune(&mut config);
+    let agent = Agent::new(config, registry(&journal)).unwrap();
+    Setup {
+        model,
+        journal,
+        agent,
+    }
+}
+
+/// Runs to the end, collecting every event.
+async fn run(agent: &Agent, req: ChatRequest) -> (Result<RunOutcome, AgentError>, Vec<AgentEvent>) {
+    let (tx, mut rx) = mpsc::channel(8);
+    let collect = tokio::spawn(async move {
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        events
+    });
+    let outcome = agent.run(req, &ctx(), &tx, &CancellationToken::new()).await;
+    drop(tx);
+    (outcome, collect.await.unwrap())
+}
+
+fn call<'a>(id: &'a str, name: &'a str, fragments: &'a [&'a str]) -> ScriptedCall<'a> {
+    ScriptedCall {
+        id,
+        name,
+        fragments,
+    }
+}
+
+/// The `type` of each event, with the tool name where there is one.
+fn kinds(events: &[AgentEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let v = serde_json::to_value(e).unwrap();
+            let kind = v["type"].as_str().unwrap().to_string();
+            match (v.get("name"), v.get("partial")) {
+                (Some(n), Some(Value::Bool(true))) => format!("{kind}~{}", n.as_str().unwrap()),
+                (Some(n), _) => format!("{kind}:{}", n.as_str().unwrap()),
+                _ => kind,
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn plain_text_streams_as_text_deltas_and_sends_the_offered_tools() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&["Hel", "lo, ", "world"]));
+    let (outcome, events) = run(&s.agent, request("hi")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.reason, FinishReason::Stop);
+    assert_eq!(outcome.steps, 1);
+    assert_eq!(outcome.text, "Hello, world");
+    assert_eq!(outcome.usage.prompt_tokens, 20);
+    assert_eq!(
+        events,
+        ["Hel", "lo, ", "world"]
+            .iter()
+            .map(|t| AgentEvent::TextDelta {
+                text: t.to_string()
+            })
+            .collect::<Vec<_>>()
+    );
+    let requests = s.model.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = &requests[0];
+    assert_eq!(sent["model"], "test-model");
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    assert_eq!(sent["messages"], json!([{"role": "user", "content": "hi"}]));
+    let names: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["type"], "function");
+            t["function"]["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(names, ["flaky", "lookup", "slow", "write_note"]);
+}
+
+#[tokio::test]
+async fn a_native_call_split_across_chunks_runs_and_its_result_goes_back() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_Xy1",
+        "lookup",
+        &["{\"ke", "y\": \"al", "pha\"}"],
+    )]));
+    s.model.push(text_reply(&["It is alpha."]));
+    let (outcome, events) = run(&s.agent, request("look up alpha")).await;
+    assert_eq!(outcome.unwrap().steps, 2);
+    assert_eq!(
+        kinds(&events),
+        [
+            "tool_call~lookup",
+            "tool_call~lookup",
+            "tool_call~lookup",
+            "tool_call:lookup",
+            "tool_result:lookup",
+            "text_delta"
+        ]
+    );
+    let fragments: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolCallDelta {
+                call_id,
+                arguments_delta,
+                ..
+            } => {
+                assert_eq!(call_id, "call_Xy1");
+                Some(arguments_delta.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fragments, "{\"key\": \"alpha\"}");
+    assert!(
+        matches!(&events[3], AgentEvent::ToolCall { call_id, arguments, .. }
+        if call_id == "call_Xy1" && *arguments == json!({"key": "alpha"}))
+    );
+    assert!(matches!(&events[4], AgentEvent::ToolResult { result, .. }
+        if result.success && result.call_id == "call_Xy1"));
+
+    let second = &s.model.requests()[1];
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "tool_calls": [{
+            "id": "call_Xy1", "type": "function",
+            "function": {"name": "lookup", "arguments": "{\"key\": \"alpha\"}"}
+        }]})
+    );
+    assert_eq!(messages[2]["role"], "tool");
+    assert_eq!(messages[2]["tool_call_id"], "call_Xy1");
+    let content: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        content,
+        json!({"success": true, "data": {"tool": "lookup", "key": "alpha", "value": "value of alpha"}})
+    );
+}
+
+/// Two calls of `tool` in one turn: whether they overlapped in time, and
+/// the order their results went back in.
+async fn two_calls(tool: &str) -> (bool, Vec<String>) {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[
+        call("call_a", tool, &["{\"key\":\"a\"}"]),
+        call("call_b", tool, &["{\"key\":\"b\"}"]),
+    ]));
+    s.model.push(text_reply(&["done"]));
+    let (outcome, _) = run(&s.agent, request("two")).await;
+    outcome.unwrap();
+    let calls = s.journal.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    let overlapped = calls[0].2 < calls[1].3 && calls[1].2 < calls[0].3;
+    let order = s.model.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    (overlapped, order)
+}
+
+#[tokio::test]
+async fn read_only_calls_run_together_and_others_one_at_a_time() {
+    for (tool, concurrent) in [("lookup", true), ("write_note", false)] {
+        let (overlapped, order) = two_calls(tool).await;
+        assert_eq!(overlapped, concurrent, "{tool}");
+        assert_eq!(order, ["call_a", "call_b"], "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn the_step_limit_stops_a_model_that_keeps_calling_tools() {
+    let s = setup(|c| c.max_steps = 2).await;
+    for id in ["call_1", "call_2", "call_3"] {
+        s.model.push(tool_calls_reply(&[call(
+            id,
+            "lookup",
+            &["{\"key\":\"x\"}"],
+        )]));
+    }
+    let (outcome, events) = run(&s.agent, request("loop")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.reason, FinishReason::StepLimit);
+    assert_eq!(outcome.steps, 2);
+    assert_eq!(s.model.requests().len(), 2);
+    // The second turn's call was not run.
+    assert_eq!(s.journal.started.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| *k == "tool_result:lookup")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_retryable_failure_is_retried_once_and_others_are_not() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[
+        call("call_f", "flaky", &["{\"key\":\"k\"}"]),
+        call("call_bad", "lookup", &["{\"nope\":1}"]),
+    ]));
+    s.model.push(text_reply(&["ok"]));
+    let (outcome, events) = run(&s.agent, request("go")).await;
+    outcome.unwrap();
+    let results: Vec<(String, bool, Option<ErrorCode>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult {
+                call_id, result, ..
+            } => Some((call_id.clone(), result.success, result.code())),
+            _ => None,
+        })
+        .collect();
+    // The two calls run together: compare each call's own sequence.
+    let of = |id: &str| -> Vec<(bool, Option<ErrorCode>)> {
+        results
+            .iter()
+            .filter(|r| r.0 == id)
+            .map(|r| (r.1, r.2))
+            .collect()
+    };
+    assert_eq!(
+        of("call_f"),
+        [(false, Some(ErrorCode::Unavailable)), (true, None)]
+    );
+    assert_eq!(of("call_bad"), [(false, Some(ErrorCode::InvalidArguments))]);
+    let messages = s.model.requests()[1]["messages"].clone();
+    let flaky: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(flaky["success"], true, "the model sees the retry's result");
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_json_go_back_as_an_error_without_running() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_j",
+        "lookup",
+        &["{\"key\": "],
+    )]));
+    s.model.push(text_reply(&["sorry"]));
+    let (outcome, _) = run(&s.agent, request("go")).await;
+    outcome.unwrap();
+    assert_eq!(s.journal.started.load(Ordering::SeqCst), 0);
+    let messages = s.model.requests()[1]["messages"].clone();
+    let result: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result["error"]["code"], "invalid_arguments");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{result}"
+    );
+}
+
+/// How the endpoint misbehaves, and the error code the run must end with.
+async fn check(case: &str, reply: Option<Reply>, expected: &str) {
+    let s = setup(|c| {
+        c.first_byte_timeout = Duration::from_millis(400);
+        c.idle_timeout = Duration::from_millis(400);
+    })
+    .await;
+    let agent = match reply {
+        Some(reply) => {
+            s.model.push(reply);
+            s.agent
+        }
+        None => {
+            let config = AgentConfig::new(unused_base_url().await, "m");
+            Agent::new(config, registry(&s.journal)).unwrap()
+        }
+    };
+    let started = Instant::now();
+    let (outcome, _) = run(&agent, request("hi")).await;
+    let error = outcome.expect_err(case);
+    assert_eq!(error.code(), expected, "{case}: {error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{case} took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_endpoint_ends_the_run_with_a_clear_error() {
+    let text = |t: &str| Piece::Chunk(chunk(json!({"content": t}), None));
+    let cases: Vec<(&str, Option<Reply>, &str)> = vec![
+        ("endpoint down", None, "model_unreachable"),
+        (
+            "500",
+            Some(Reply::Status {
+                status: 500,
+                body: r#"{"error":{"message":"The server had an error","type":"server_error"}}"#.into(),
+            }),
+            "model_error",
+        ),
+        (
+            "401",
+            Some(Reply::Status {
+                status: 401,
+                body: r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#.into(),
+            }),
+            "model_error",
+        ),
+        (
+            "garbage data",
+            Some(Reply::Stream(vec![text("a"), Piece::Bytes("data: {not json\n\n".into())])),
+            "model_bad_response",
+        ),
+        (
+            "not a chunk",
+            Some(Reply::Stream(vec![Piece::Chunk(json!({"hello": "world"}))])),
+            "model_bad_response",
+        ),
+        (
+            "html instead of a stream",
+            Some(Reply::Raw(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 13\r\n\r\n<html></html>".to_vec(),
+            )),
+            "model_bad_response",
+        ),
+        (
+            "not http at all",
+            Some(Reply::Raw(b"\x00\x01garbage\r\n\r\n".to_vec())),
+            "model_unreachable",
+        ),
+        (
+            "cut off before finishing",
+            Some(Reply::Stream(vec![text("a")])),
+            "model_bad_response",
+        ),
+        (
+            "error mid-stream",
+            Some(Reply::Stream(vec![
+                text("a"),
+                Piece::Chunk(json!({"error": {"message": "overloaded", "type": "server_error"}})),
+            ])),
+            "model_error",
+        ),
+        ("silent before the first byte", Some(Reply::Stream(vec![Piece::Hang])), "model_timeout"),
+        ("silent mid-answer", Some(Reply::Stream(vec![text("a"), Piece::Hang])), "model_timeout"),
+    ];
+    for (case, reply, expected) in cases {
+        check(case, reply, expected).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_endpoint_sees_its_connection_closed_after_the_timeout() {
+    let s = setup(|c| c.idle_timeout = Duration::from_millis(300)).await;
+    s.model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({"content": "a"}), None)),
+        Piece::Hang,
+    ]));
+    let (outcome, _) = run(&s.agent, request("hi")).await;
+    assert_eq!(outcome.unwrap_err().code(), "model_timeout");
+    assert!(s.model.wait_dropped(1, Duration::from_secs(2)).await);
+}
+
+#[tokio::test]
+async fn cancelling_stops_the_model_request() {
+    let s = setup(|_| {}).await;
+    s.model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({"content": "thinking"}), None)),
+        Piece::Hang,
+    ]));
+    let cancel = CancellationToken::new();
+    let (tx, mut rx) = mpsc::channel(8);
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        // Cancel once the answer has begun.
+        rx.recv().await;
+        trigger.cancel();
+        while rx.recv().await.is_some() {}
+    });
+    let outcome = s.agent.run(request("hi"), &ctx(), &tx, &cancel).await;
+    assert!(matches!(outcome, Err(AgentError::Cancelled)));
+    assert!(s.model.wait_dropped(1, Duration::from_secs(2)).await);
+}
+
+#[tokio::test]
+async fn cancelling_stops_running_tools_and_asks_the_model_nothing_more() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_s",
+        "slow",
+        &["{\"key\":\"z\"}"],
+    )]));
+    s.model.push(text_reply(&["never asked"]));
+    let cancel = CancellationToken::new();
+    let (tx, mut rx) = mpsc::channel(8);
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            if matches!(event, AgentEvent::ToolCall { .. }) {
+                trigger.cancel();
+            }
+        }
+    });
+    let started = Instant::now();
+    let outcome = s.agent.run(request("hi"), &ctx(), &tx, &cancel).await;
+    assert!(matches!(outcome, Err(AgentError::Cancelled)));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(s.journal.started.load(Ordering::SeqCst), 1);
+    assert!(
+        !s.journal.finished_slow.load(Ordering::SeqCst),
+        "the tool ran on"
+    );
+    assert_eq!(s.model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reader_that_goes_away_stops_the_run() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&["a", "b"]));
+    let (tx, rx) = mpsc::channel(8);
+    drop(rx);
+    let outcome = s
+        .agent
+        .run(request("hi"), &ctx(), &tx, &CancellationToken::new())
+        .await;
+    assert!(matches!(outcome, Err(AgentError::Cancelled)));
+}
+
+#[tokio::test]
+async fn a_nested_agent_sees_its_allow_list_and_reports_through_the_parent() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_n",
+        "lookup",
+        &["{\"key\":\"q\"}"],
+    )]));
+    s.model.push(text_reply(&["summary"]));
+    let mut nested = ctx();
+    nested.allow_list = Some(Arc::from(vec!["lookup".to_string()]));
+    nested.parent_call_id = Some("call_parent".into());
+    let (parent, mut events) = ChannelCallbacks::new();
+    let sink = SubAgentSink::new(&parent, "call_parent");
+    let outcome = s
+        .agent
+        .run(
+            request("analyse"),
+            &nested,
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.text, "summary");
+    let tools = s.model.requests()[0]["tools"].clone();
+    assert_eq!(tools.as_array().unwrap().len(), 1);
+    assert_eq!(tools[0]["function"]["name"], "lookup");
+    let mut seen = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        seen.push(e);
+    }
+    assert!(
+        matches!(&seen[0], ToolEvent::SubagentToolCall { parent_call_id, call_id, .. }
+        if parent_call_id == "call_parent" && call_id == "call_n")
+    );
+    assert!(matches!(&seen[1], ToolEvent::SubagentToolResult { result, .. } if result.success));
+    assert_eq!(
+        seen[2],
+        ToolEvent::SubagentChunk {
+            parent_call_id: "call_parent".into(),
+            text: "summary".into()
+        }
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the text tool-call parser"]
+async fn a_call_written_as_text_runs_like_a_native_one() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&[
+        "Let me check. <tool_call>{\"name\": \"lookup\", ",
+        "\"arguments\": {\"key\": \"beta\"}}</tool_call>",
+    ]));
+    s.model.push(text_reply(&["Beta it is."]));
+    let (outcome, events) = run(&s.agent, request("beta?")).await;
+    outcome.unwrap();
+    let shown: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !shown.contains("tool_call"),
+        "markup reached the user: {shown}"
+    );
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| k.starts_with("tool_"))
+            .collect::<Vec<_>>(),
+        ["tool_call:lookup", "tool_result:lookup"]
+    );
+    let messages = s.model.requests()[1]["messages"].clone();
+    let id = messages[1]["tool_calls"][0]["id"].as_str().unwrap();
+    assert_eq!(messages[1]["tool_calls"][0]["function"]["name"], "lookup");
+    assert_eq!(messages[2]["tool_call_id"], id);
+}
