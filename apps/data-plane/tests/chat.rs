@@ -525,6 +525,8 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
         2,
         "no model request after the hang-up"
     );
+    // Configured without a key: none is sent.
+    assert_eq!(model.authorizations(), ["", ""]);
     w.state.ledger.flush().await;
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     let calls: Vec<String> = sqlx::query_scalar("SELECT call_id FROM tool_calls ORDER BY ts")
