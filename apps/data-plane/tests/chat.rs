@@ -525,6 +525,8 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
         2,
         "no model request after the hang-up"
     );
+    // Configured without a key: none is sent.
+    assert_eq!(model.authorizations(), ["", ""]);
     w.state.ledger.flush().await;
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     let calls: Vec<String> = sqlx::query_scalar("SELECT call_id FROM tool_calls ORDER BY ts")
@@ -532,4 +534,33 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
         .await
         .unwrap();
     assert_eq!(calls, ["call_model_first"]);
+}
+
+#[tokio::test]
+async fn a_client_that_reads_nothing_holds_up_no_other_stream() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    // A long answer for a client that never reads it...
+    let long: Vec<String> = (0..5000)
+        .map(|i| format!("word {i} of a long answer; "))
+        .collect();
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    model.push(text_reply(&long));
+    let base = w.server_with(model.base_url()).await;
+    let stuck = post_chat(&base, &w.alice(), &json!({ "messages": [user("talk")] })).await;
+    assert_eq!(stuck.status(), StatusCode::OK);
+    assert!(model.wait_requests(1, Duration::from_secs(5)).await);
+    // ...then a short one for a client that does.
+    model.push(text_reply(&["short"]));
+    let started = std::time::Instant::now();
+    let events =
+        events_of(post_chat(&base, &w.alice(), &json!({ "messages": [user("hi")] })).await).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let kinds: Vec<&str> = events.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["text_delta", "done"]);
+    // The unread stream is held back, not buffered without bound: its model
+    // answer is still being written.
+    assert_eq!(model.dropped(), 0);
+    drop(stuck);
+    assert!(model.wait_dropped(1, Duration::from_secs(5)).await);
 }

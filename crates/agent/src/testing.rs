@@ -167,6 +167,8 @@ pub async fn unused_base_url() -> String {
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
+    /// The `Authorization` header of each request ("" when absent).
+    authorizations: Mutex<Vec<String>>,
     /// Connections the client closed before its reply was complete.
     dropped: AtomicUsize,
     changed: Notify,
@@ -216,6 +218,11 @@ impl FakeModel {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// The `Authorization` header of each request, in order ("" when absent).
+    pub fn authorizations(&self) -> Vec<String> {
+        self.shared.authorizations.lock().unwrap().clone()
+    }
+
     /// How many replies the client cut short by closing the connection.
     pub fn dropped(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
@@ -248,7 +255,7 @@ impl FakeModel {
 
 async fn serve(socket: tokio::net::TcpStream, shared: Arc<Shared>) {
     let (mut reader, mut writer) = socket.into_split();
-    let Some((path, body)) = read_request(&mut reader).await else {
+    let Some((path, authorization, body)) = read_request(&mut reader).await else {
         return;
     };
     let reply = if path != "/v1/chat/completions" {
@@ -259,6 +266,7 @@ async fn serve(socket: tokio::net::TcpStream, shared: Arc<Shared>) {
     } else {
         let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         shared.requests.lock().unwrap().push(value);
+        shared.authorizations.lock().unwrap().push(authorization);
         shared.script.lock().unwrap().pop_front().unwrap_or(Reply::Status {
             status: 500,
             body: json!({"error": {"message": "fake model: no scripted reply left", "type": "server_error"}}).to_string(),
@@ -329,8 +337,8 @@ async fn closed(reader: &mut OwnedReadHalf) {
     }
 }
 
-/// The request's path and body (Content-Length framed).
-async fn read_request(reader: &mut OwnedReadHalf) -> Option<(String, Vec<u8>)> {
+/// The request's path, Authorization header and body (Content-Length framed).
+async fn read_request(reader: &mut OwnedReadHalf) -> Option<(String, String, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 8192];
     let header_end = loop {
@@ -345,14 +353,18 @@ async fn read_request(reader: &mut OwnedReadHalf) -> Option<(String, Vec<u8>)> {
     };
     let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
     let path = head.split_whitespace().nth(1)?.to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
         })
+    };
+    let length: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let authorization = header("authorization").unwrap_or_default();
     let mut body = buf[header_end..].to_vec();
     while body.len() < length {
         let n = reader.read(&mut tmp).await.ok()?;
@@ -361,5 +373,5 @@ async fn read_request(reader: &mut OwnedReadHalf) -> Option<(String, Vec<u8>)> {
         }
         body.extend_from_slice(&tmp[..n]);
     }
-    Some((path, body))
+    Some((path, authorization, body))
 }

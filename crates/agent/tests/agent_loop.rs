@@ -229,6 +229,7 @@ async fn plain_text_streams_as_text_deltas_and_sends_the_offered_tools() {
     );
     let requests = s.model.requests();
     assert_eq!(requests.len(), 1);
+    assert_eq!(s.model.authorizations(), ["Bearer sk-test"]);
     let sent = &requests[0];
     assert_eq!(sent["model"], "test-model");
     assert_eq!(sent["stream"], true);
