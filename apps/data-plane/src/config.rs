@@ -172,6 +172,19 @@ pub struct ModelArgs {
         default_value_t = 60
     )]
     pub model_idle_timeout: u64,
+
+    /// Whether the model's chat template opens `<think>` in the prompt:
+    /// `closed` (text streams from the first byte), `open` (everything up to
+    /// the first `</think>` is reasoning and hidden) or `unknown` (the start
+    /// of each reply is held back until it is clear).
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_THINK_START",
+        global = true,
+        default_value = "closed",
+        value_parser = ["closed", "open", "unknown"]
+    )]
+    pub model_think_start: String,
 }
 
 impl ModelArgs {
@@ -186,6 +199,11 @@ impl ModelArgs {
         config.max_steps = self.max_steps;
         config.first_byte_timeout = std::time::Duration::from_secs(self.model_timeout);
         config.idle_timeout = std::time::Duration::from_secs(self.model_idle_timeout);
+        config.think_start = match self.model_think_start.as_str() {
+            "open" => data_plane_agent::textcalls::ThinkStart::Open,
+            "unknown" => data_plane_agent::textcalls::ThinkStart::Unknown,
+            _ => data_plane_agent::textcalls::ThinkStart::Closed,
+        };
         Some(config)
     }
 }

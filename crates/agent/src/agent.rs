@@ -292,7 +292,7 @@ impl Agent {
         sink: &dyn EventSink,
     ) -> Result<Turn, AgentError> {
         let mut stream = self.client.open(request).await?;
-        let mut parser = StreamParser::new(names.to_vec());
+        let mut parser = StreamParser::new(names.to_vec()).think_start(self.config.think_start);
         let mut turn = Turn::default();
         while let Some(chunk) = stream.next().await? {
             if let Some(u) = &chunk.usage {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::textcalls::ThinkStart;
+
 /// The model endpoint and the limits of one run. A nested agent gets its
 /// own copy with a smaller step limit and a token budget.
 #[derive(Debug, Clone)]
@@ -27,6 +29,11 @@ pub struct AgentConfig {
     pub first_byte_timeout: Duration,
     /// Longest silence between two chunks once the answer is streaming.
     pub idle_timeout: Duration,
+    /// Whether the model's chat template opens `<think>` in the prompt.
+    /// `Closed` (the default) streams text from the first byte; `Open`
+    /// drops everything up to the first `</think>`; `Unknown` holds the
+    /// start of every reply back until it can tell (safe, but slow).
+    pub think_start: ThinkStart,
 }
 
 impl AgentConfig {
@@ -43,6 +50,7 @@ impl AgentConfig {
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
+            think_start: ThinkStart::Closed,
         }
     }
 }
