@@ -314,7 +314,8 @@ impl FromStr for AllowList {
                 .split_once('/')
                 .is_some_and(|(addr, _)| addr.trim_matches(['[', ']']).parse::<IpAddr>().is_ok())
             {
-                let net: IpNet = entry
+                let (addr, prefix) = entry.split_once('/').unwrap_or((entry, ""));
+                let net: IpNet = format!("{}/{prefix}", addr.trim_matches(['[', ']']))
                     .parse()
                     .map_err(|_| bad("not a CIDR network such as 10.0.0.0/8"))?;
                 list.nets.push(net.trunc());

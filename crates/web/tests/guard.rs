@@ -315,6 +315,7 @@ fn allow_list_entries_are_checked_when_read() {
     check("", Ok(()));
     check(" , ", Ok(()));
     check("127.0.0.1,::1,10.0.0.0/8,fd00::/8,wiki.corp,*.corp", Ok(()));
+    check("[fd00::]/8", Ok(()));
     check("10.0.0.0/33", Err("\"10.0.0.0/33\": not a CIDR network"));
     check("wiki corp", Err("\"wiki corp\": not a host name"));
     check("http://wiki.corp/", Err("not a host name"));
