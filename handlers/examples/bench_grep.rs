@@ -24,6 +24,7 @@ use data_plane_store::Scope;
 use data_plane_store::content::{self, NewDocument, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::testing::TestDatabase;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error>;
@@ -145,6 +146,7 @@ async fn main() -> Result<(), Error> {
         db: db.clone(),
         index: KeywordIndex::in_memory()?,
         embedder: Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir()))?),
+        fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
     });
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let ctx = ToolContext::new(user, Some(space.id), Permission::User);

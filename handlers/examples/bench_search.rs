@@ -31,6 +31,7 @@ use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, NewChunk, NewDocument, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::{Db, Scope};
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use pgvector::Vector;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -223,6 +224,7 @@ async fn main() -> anyhow::Result<()> {
         db: db.clone(),
         index,
         embedder: embedder.clone(),
+        fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
     });
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();

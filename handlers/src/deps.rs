@@ -7,6 +7,7 @@ use data_plane_embed::Embedder;
 use data_plane_registry::{ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::{Db, Scope, ScopedTx};
+use data_plane_web::fetch::Fetcher;
 use uuid::Uuid;
 
 /// Shared services, built once at start-up.
@@ -14,6 +15,8 @@ pub struct Deps {
     pub db: Db,
     pub index: KeywordIndex,
     pub embedder: Arc<Embedder>,
+    /// Fetches web pages behind the SSRF guard (fetch_web_page).
+    pub fetcher: Arc<Fetcher>,
 }
 
 impl std::fmt::Debug for Deps {

@@ -3,36 +3,27 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
-    ToolMeta,
+    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    ToolError, ToolMeta,
 };
+use data_plane_web::WebError;
+use data_plane_web::extract::{Link, Metadata};
+use data_plane_web::fetch::{self, Kind};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 use crate::Deps;
+use crate::deps::internal;
 
 /// The arguments, as definitions/fetch_web_page.json describes them.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The http or https URL to fetch.
-    #[expect(
-        dead_code,
-        reason = "read once the handler is built; until then it refuses every call"
-    )]
     pub url: String,
     /// Character offset in the extracted text to start at.
-    #[expect(
-        dead_code,
-        reason = "read once the handler is built; until then it refuses every call"
-    )]
     pub start: Option<u64>,
     /// Most characters to return.
-    #[expect(
-        dead_code,
-        reason = "read once the handler is built; until then it refuses every call"
-    )]
     pub max_length: Option<u64>,
 }
 
@@ -57,13 +48,102 @@ pub fn available(ctx: &ToolContext) -> bool {
     ctx.settings.fetch_web_page_enabled
 }
 
+/// Characters returned when the call does not say (the definition's default).
+pub const DEFAULT_LENGTH: u64 = 10_000;
+/// The most characters one call returns, whatever max_length asks for.
+pub const MAX_LENGTH: u64 = 50_000;
+/// Links returned with each part: enough to navigate, not a page of its own.
+pub const MAX_LINKS: usize = 50;
+
+#[derive(Debug, Serialize)]
+pub struct Output {
+    /// Always true: everything below `notice` came from the page.
+    pub untrusted: bool,
+    pub notice: &'static str,
+    pub url: String,
+    /// Where the page was found, after redirects.
+    pub final_url: String,
+    pub status: u16,
+    pub content_type: String,
+    pub kind: Kind,
+    pub title: Option<String>,
+    pub metadata: Metadata,
+    /// The requested range of the page's Markdown, framed between markers.
+    pub content: String,
+    /// Character range of `content` in the page's Markdown, end exclusive.
+    pub start: u64,
+    pub end: u64,
+    pub total_chars: u64,
+    /// Where the next part starts; null at the end of the page.
+    pub next_start: Option<u64>,
+    pub hint: String,
+    pub links: Vec<Link>,
+    pub links_total: usize,
+}
+
 pub async fn run(
-    _deps: &Deps,
-    _args: Args,
+    deps: &Deps,
+    args: Args,
     _ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
-) -> Result<Value, ToolError> {
-    Err(ToolError::unavailable(
-        "fetching web pages is not available in this build",
-    ))
+) -> Result<Output, ToolError> {
+    let start = args.start.unwrap_or(0);
+    let max_length = args
+        .max_length
+        .unwrap_or(DEFAULT_LENGTH)
+        .clamp(1, MAX_LENGTH);
+    let doc = deps.fetcher.fetch(&args.url).await.map_err(tool_error)?;
+    let part = fetch::window(&doc.markdown, start, max_length).map_err(tool_error)?;
+    let links_total = doc.links.len();
+    let mut links = doc.links;
+    links.truncate(MAX_LINKS);
+    Ok(Output {
+        untrusted: true,
+        notice: fetch::NOTICE,
+        content: fetch::frame(&doc.final_url, &part.text),
+        url: doc.url,
+        final_url: doc.final_url,
+        status: doc.status,
+        content_type: doc.content_type,
+        kind: doc.kind,
+        title: doc.metadata.title.clone(),
+        metadata: doc.metadata,
+        start: part.start,
+        end: part.end,
+        total_chars: part.total_chars,
+        next_start: part.next_start,
+        hint: part.hint,
+        links,
+        links_total,
+    })
 }
+
+/// What the model is told when a fetch fails: the reason, and whether the
+/// same call may succeed later (a timeout, a network error, a server error)
+/// or never will (a refused address, a bad URL, a page too large).
+fn tool_error(error: WebError) -> ToolError {
+    let message = error.to_string();
+    match &error {
+        WebError::InvalidUrl { .. }
+        | WebError::TooLarge { .. }
+        | WebError::TooManyRedirects { .. }
+        | WebError::RedirectLoop { .. }
+        | WebError::Unsupported { .. }
+        | WebError::Range { .. } => ToolError::invalid(message),
+        WebError::Blocked { .. } => ToolError::invalid(format!(
+            "{message}; fetch_web_page only reaches public internet addresses"
+        )),
+        WebError::Timeout { .. } => ToolError::new(ErrorCode::Timeout, message),
+        WebError::Status {
+            status: 404 | 410, ..
+        } => ToolError::not_found(message),
+        WebError::Status { status, .. } if *status == 408 || *status == 429 || *status >= 500 => {
+            ToolError::unavailable(message)
+        }
+        WebError::Status { .. } => ToolError::invalid(message),
+        WebError::Network { .. } => ToolError::unavailable(message),
+        WebError::Provider { .. } | WebError::Config(_) => internal(NAME, message),
+    }
+}
+
+const NAME: &str = "fetch_web_page";

@@ -14,6 +14,7 @@ use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::{Db, Scope};
+use data_plane_web::fetch::Fetcher;
 
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::config::{self, GlobalArgs};
@@ -172,7 +173,12 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
     let services = ServiceTokens::parse(&global.service_tokens)
         .context("reading DATA_PLANE_SERVICE_TOKENS")?;
-    let mut state = AppState::new(db, index, embedder, jwt, services)?;
+    let fetch = global.fetch_config()?;
+    if !fetch.allow.is_empty() {
+        tracing::info!(allow = %global.fetch.fetch_allow, "fetch_web_page may reach these internal hosts");
+    }
+    let fetcher = Arc::new(Fetcher::new(fetch));
+    let mut state = AppState::new(db, index, embedder, jwt, services, fetcher)?;
     match global.model.agent_config() {
         Some(agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use data_plane_embed::{EmbedConfig, Provider};
+use data_plane_web::fetch::FetchConfig;
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
@@ -60,6 +61,31 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FetchArgs {
+    /// Internal hosts fetch_web_page may reach despite the SSRF guard:
+    /// comma-separated names (`wiki.corp`, `*.corp`), addresses and CIDR
+    /// networks (`10.1.0.0/16`). Empty: only public addresses.
+    #[arg(
+        long,
+        env = "DATA_PLANE_FETCH_ALLOW",
+        global = true,
+        default_value = ""
+    )]
+    pub fetch_allow: String,
+
+    /// Largest response body fetch_web_page reads, in bytes.
+    #[arg(long, env = "DATA_PLANE_FETCH_MAX_BYTES", global = true, default_value_t = FetchConfig::DEFAULT_MAX_BYTES)]
+    pub fetch_max_bytes: u64,
+
+    /// Seconds fetch_web_page may take for one page, redirects included.
+    #[arg(long, env = "DATA_PLANE_FETCH_TIMEOUT_SECS", global = true, default_value_t = FetchConfig::DEFAULT_TIMEOUT.as_secs())]
+    pub fetch_timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -209,6 +235,26 @@ impl ModelArgs {
 }
 
 impl GlobalArgs {
+    /// The fetcher's limits and allow-list; a malformed allow-list entry
+    /// stops start-up, naming the entry.
+    pub fn fetch_config(&self) -> anyhow::Result<FetchConfig> {
+        let f = &self.fetch;
+        if f.fetch_max_bytes == 0 || f.fetch_timeout_secs == 0 {
+            anyhow::bail!(
+                "DATA_PLANE_FETCH_MAX_BYTES and DATA_PLANE_FETCH_TIMEOUT_SECS must be above 0"
+            );
+        }
+        Ok(FetchConfig {
+            allow: f
+                .fetch_allow
+                .parse()
+                .context("reading DATA_PLANE_FETCH_ALLOW")?,
+            max_bytes: f.fetch_max_bytes,
+            timeout: std::time::Duration::from_secs(f.fetch_timeout_secs),
+            ..FetchConfig::default()
+        })
+    }
+
     pub fn index_dir(&self) -> PathBuf {
         self.data_dir.join("index")
     }

@@ -96,6 +96,9 @@ async fn world() -> World {
         embedder,
         jwt.clone(),
         ServiceTokens::parse("").unwrap(),
+        std::sync::Arc::new(data_plane_web::fetch::Fetcher::new(
+            data_plane_web::fetch::FetchConfig::default(),
+        )),
     )
     .unwrap();
     World {

@@ -18,6 +18,7 @@ use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::testing::TestDatabase;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -127,6 +128,7 @@ async fn world() -> World {
             embedder.clone(),
             jwt.clone(),
             services.clone(),
+            Arc::new(Fetcher::new(FetchConfig::default())),
         )
         .unwrap()
     };

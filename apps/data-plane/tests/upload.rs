@@ -15,6 +15,7 @@ use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::testing::TestDatabase;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use serde_json::Value;
 
 struct Server {
@@ -46,6 +47,7 @@ async fn start() -> Server {
         Arc::new(embedder),
         jwt.clone(),
         ServiceTokens::default(),
+        Arc::new(Fetcher::new(FetchConfig::default())),
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -6,6 +6,8 @@ pub mod extract;
 pub mod fetch;
 pub mod guard;
 pub mod search;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// Everything that can go wrong on the web side; each message names the
 /// offending value so a model can act on it.
@@ -26,6 +28,12 @@ pub enum WebError {
     /// More redirects than allowed.
     #[error("{url}: more than {limit} redirects")]
     TooManyRedirects { url: String, limit: usize },
+    /// A redirect led back to a URL already visited.
+    #[error("{url}: redirect loop at {at}")]
+    RedirectLoop { url: String, at: String },
+    /// A character range outside the content.
+    #[error("start {start} is beyond the end of the content ({total} characters)")]
+    Range { start: u64, total: u64 },
     /// The server answered with an error status.
     #[error("{url} answered HTTP {status}")]
     Status { url: String, status: u16 },

@@ -24,6 +24,7 @@ use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::testing::TestDatabase;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -67,6 +68,16 @@ pub fn embedder() -> Arc<Embedder> {
             )
         })
         .clone()
+}
+
+/// A fetcher that may reach test servers on 127.0.0.1 (and nothing else
+/// that is not public): the allow-list a deployment would set for its own
+/// internal hosts.
+pub fn local_fetcher() -> Fetcher {
+    Fetcher::new(FetchConfig {
+        allow: "127.0.0.1".parse().unwrap(),
+        ..FetchConfig::default()
+    })
 }
 
 fn fixtures() -> PathBuf {
@@ -160,6 +171,7 @@ impl World {
             db: db.clone(),
             index,
             embedder,
+            fetcher: Arc::new(local_fetcher()),
         });
         let ledger = PgLedger::start(db.clone());
         let registry = data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap();
