@@ -223,6 +223,7 @@ async fn main() -> anyhow::Result<()> {
         db: db.clone(),
         index,
         embedder: embedder.clone(),
+        web_search: Default::default(),
     });
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();

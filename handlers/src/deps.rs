@@ -7,6 +7,7 @@ use data_plane_embed::Embedder;
 use data_plane_registry::{ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::{Db, Scope, ScopedTx};
+use data_plane_web::search::WebSearch;
 use uuid::Uuid;
 
 /// Shared services, built once at start-up.
@@ -14,6 +15,8 @@ pub struct Deps {
     pub db: Db,
     pub index: KeywordIndex,
     pub embedder: Arc<Embedder>,
+    /// The web-search providers the deployment configured (possibly none).
+    pub web_search: WebSearch,
 }
 
 impl std::fmt::Debug for Deps {

@@ -14,6 +14,7 @@ use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::{Db, Scope};
+use data_plane_web::search::WebSearch;
 
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::config::{self, GlobalArgs};
@@ -172,7 +173,10 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
     let services = ServiceTokens::parse(&global.service_tokens)
         .context("reading DATA_PLANE_SERVICE_TOKENS")?;
-    let state = AppState::new(db, index, embedder, jwt, services)?;
+    let web_search = WebSearch::new(&global.web_search.search_config())
+        .context("reading the web search configuration")?;
+    tracing::info!(providers = ?web_search.configured(), "web search providers configured");
+    let state = AppState::new(db, index, embedder, jwt, services, web_search)?;
     for tool in state.registry.tools() {
         tracing::info!(
             tool = %tool.name,

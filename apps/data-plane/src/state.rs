@@ -8,6 +8,7 @@ use data_plane_ingest::pipeline::Pipeline;
 use data_plane_registry::{Registry, RegistryError, Settings};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
+use data_plane_web::search::WebSearch;
 
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::http::metrics::Metrics;
@@ -33,11 +34,13 @@ impl AppState {
         embedder: Arc<Embedder>,
         jwt: JwtKeys,
         services: ServiceTokens,
+        web_search: WebSearch,
     ) -> Result<AppState, RegistryError> {
         let deps = Arc::new(Deps {
             db: db.clone(),
             index: index.clone(),
             embedder: embedder.clone(),
+            web_search,
         });
         let ledger = PgLedger::start(db.clone());
         let registry = Arc::new(data_plane_handlers::registry(

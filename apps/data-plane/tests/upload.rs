@@ -46,6 +46,7 @@ async fn start() -> Server {
         Arc::new(embedder),
         jwt.clone(),
         ServiceTokens::default(),
+        Default::default(),
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

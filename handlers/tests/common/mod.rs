@@ -160,6 +160,7 @@ impl World {
             db: db.clone(),
             index,
             embedder,
+            web_search: Default::default(),
         });
         let ledger = PgLedger::start(db.clone());
         let registry = data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap();
