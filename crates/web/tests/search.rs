@@ -391,7 +391,7 @@ async fn answers_are_normalised_the_same_way_for_every_provider() {
                 },
                 {
                     "url": "javascript:alert(1)",
-                    "title": "not a page", "content": "", "engine": "x", "engines": ["x"],
+                    "title": "not a page", "content": null, "engine": "x", "engines": ["x"],
                     "positions": [5], "score": 0.2, "category": "general", "template": "default.html"
                 },
                 {

@@ -58,12 +58,9 @@ struct Web {
 
 #[derive(Deserialize)]
 struct Hit {
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    description: String,
+    title: Option<String>,
+    url: Option<String>,
+    description: Option<String>,
     /// ISO date-time the page was published or last changed.
     page_age: Option<String>,
     /// The same, for people ("2 days ago", "March 12, 2024").
@@ -162,9 +159,9 @@ impl SearchProvider for Brave {
             .unwrap_or_default()
             .into_iter()
             .map(|h| SearchHit {
-                title: h.title,
-                url: h.url,
-                snippet: h.description,
+                title: h.title.unwrap_or_default(),
+                url: h.url.unwrap_or_default(),
+                snippet: h.description.unwrap_or_default(),
                 published: h
                     .page_age
                     .filter(|p| super::iso_date(p).is_some())

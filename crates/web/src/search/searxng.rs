@@ -39,19 +39,17 @@ impl Searxng {
 struct Answer {
     #[serde(default)]
     results: Vec<Hit>,
-    /// `[engine, reason]` pairs for the engines that failed this query.
+    /// `[engine, reason]` pairs for the engines that failed this query
+    /// (read loosely: only a message depends on them).
     #[serde(default)]
-    unresponsive_engines: Vec<(String, String)>,
+    unresponsive_engines: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct Hit {
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    content: String,
+    url: Option<String>,
+    title: Option<String>,
+    content: Option<String>,
     #[serde(default, rename = "publishedDate")]
     published_date: Option<String>,
 }
@@ -93,7 +91,14 @@ impl SearchProvider for Searxng {
             let engines: Vec<String> = answer
                 .unresponsive_engines
                 .iter()
-                .map(|(engine, reason)| format!("{engine} ({reason})"))
+                .map(|e| match e.as_array().map(Vec::as_slice) {
+                    Some([engine, reason]) => format!(
+                        "{} ({})",
+                        engine.as_str().unwrap_or_default(),
+                        reason.as_str().unwrap_or_default()
+                    ),
+                    _ => e.to_string(),
+                })
                 .collect();
             return Err(WebError::ProviderUnavailable {
                 provider: KIND.to_string(),
@@ -104,9 +109,9 @@ impl SearchProvider for Searxng {
             .results
             .into_iter()
             .map(|h| SearchHit {
-                title: h.title,
-                url: h.url,
-                snippet: h.content,
+                title: h.title.unwrap_or_default(),
+                url: h.url.unwrap_or_default(),
+                snippet: h.content.unwrap_or_default(),
                 published: h.published_date,
             })
             .collect())

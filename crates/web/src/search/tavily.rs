@@ -64,12 +64,9 @@ struct Answer {
 
 #[derive(Deserialize)]
 struct Hit {
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    content: String,
+    title: Option<String>,
+    url: Option<String>,
+    content: Option<String>,
     published_date: Option<String>,
 }
 
@@ -128,9 +125,9 @@ impl SearchProvider for Tavily {
             .results
             .into_iter()
             .map(|h| SearchHit {
-                title: h.title,
-                url: h.url,
-                snippet: h.content,
+                title: h.title.unwrap_or_default(),
+                url: h.url.unwrap_or_default(),
+                snippet: h.content.unwrap_or_default(),
                 published: h.published_date,
             })
             .collect())
