@@ -147,6 +147,7 @@ async fn main() -> Result<(), Error> {
         index: KeywordIndex::in_memory()?,
         embedder: Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir()))?),
         fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
+        web_search: Default::default(),
     });
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let ctx = ToolContext::new(user, Some(space.id), Permission::User);

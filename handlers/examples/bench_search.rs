@@ -225,6 +225,7 @@ async fn main() -> anyhow::Result<()> {
         index,
         embedder: embedder.clone(),
         fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
+        web_search: Default::default(),
     });
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();

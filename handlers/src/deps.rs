@@ -8,6 +8,7 @@ use data_plane_registry::{ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::{Db, Scope, ScopedTx};
 use data_plane_web::fetch::Fetcher;
+use data_plane_web::search::WebSearch;
 use uuid::Uuid;
 
 /// Shared services, built once at start-up.
@@ -17,6 +18,8 @@ pub struct Deps {
     pub embedder: Arc<Embedder>,
     /// Fetches web pages behind the SSRF guard (fetch_web_page).
     pub fetcher: Arc<Fetcher>,
+    /// The web-search providers the deployment configured (possibly none).
+    pub web_search: WebSearch,
 }
 
 impl std::fmt::Debug for Deps {

@@ -142,7 +142,14 @@ fn tool_error(error: WebError) -> ToolError {
         }
         WebError::Status { .. } => ToolError::invalid(message),
         WebError::Network { .. } => ToolError::unavailable(message),
-        WebError::Provider { .. } | WebError::Config(_) => internal(NAME, message),
+        // Web-search failures; the fetcher never produces them.
+        WebError::Provider { .. }
+        | WebError::ProviderUnavailable { .. }
+        | WebError::ProviderAccount { .. }
+        | WebError::ProviderRejected { .. }
+        | WebError::RateLimited { .. }
+        | WebError::InvalidSearch { .. }
+        | WebError::Config(_) => internal(NAME, message),
     }
 }
 

@@ -779,6 +779,7 @@ async fn a_guest_cannot_call_user_level_tools() {
     let settings = Arc::new(Settings {
         web_search_enabled: true,
         fetch_web_page_enabled: true,
+        ..Settings::default()
     });
     let guest =
         ToolContext::new(w.alice, Some(w.alpha), Permission::Guest).with_settings(settings.clone());
@@ -853,6 +854,7 @@ async fn settings_and_the_space_decide_what_is_offered() {
             .with_settings(Arc::new(Settings {
                 web_search_enabled: *web,
                 fetch_web_page_enabled: *fetch,
+                ..Settings::default()
             }));
         let seen: BTreeSet<String> = offered(&w, &ctx).into_iter().collect();
         assert_eq!(

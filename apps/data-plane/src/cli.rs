@@ -15,6 +15,7 @@ use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::{Db, Scope};
 use data_plane_web::fetch::Fetcher;
+use data_plane_web::search::WebSearch;
 
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::config::{self, GlobalArgs};
@@ -178,7 +179,10 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         tracing::info!(allow = %global.fetch.fetch_allow, "fetch_web_page may reach these internal hosts");
     }
     let fetcher = Arc::new(Fetcher::new(fetch));
-    let mut state = AppState::new(db, index, embedder, jwt, services, fetcher)?;
+    let web_search = WebSearch::new(&global.web_search.search_config())
+        .context("reading the web search configuration")?;
+    tracing::info!(providers = ?web_search.configured(), "web search providers configured");
+    let mut state = AppState::new(db, index, embedder, jwt, services, fetcher, web_search)?;
     match global.model.agent_config() {
         Some(agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");

@@ -10,6 +10,7 @@ use data_plane_registry::{Registry, RegistryError, Settings};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
+use data_plane_web::search::WebSearch;
 
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::http::metrics::Metrics;
@@ -38,12 +39,14 @@ impl AppState {
         jwt: JwtKeys,
         services: ServiceTokens,
         fetcher: Arc<Fetcher>,
+        web_search: WebSearch,
     ) -> Result<AppState, RegistryError> {
         let deps = Arc::new(Deps {
             db: db.clone(),
             index: index.clone(),
             embedder: embedder.clone(),
             fetcher,
+            web_search,
         });
         let ledger = PgLedger::start(db.clone());
         let registry = Arc::new(data_plane_handlers::registry(

@@ -99,6 +99,7 @@ async fn world() -> World {
         std::sync::Arc::new(data_plane_web::fetch::Fetcher::new(
             data_plane_web::fetch::FetchConfig::default(),
         )),
+        Default::default(),
     )
     .unwrap();
     World {

@@ -19,6 +19,7 @@ use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::testing::TestDatabase;
 use data_plane_web::fetch::{FetchConfig, Fetcher};
+use data_plane_web::search::{SearchConfig, WebSearch};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -61,6 +62,11 @@ async fn serve(state: AppState) -> String {
 }
 
 async fn world() -> World {
+    world_with(WebSearch::default()).await
+}
+
+/// A world whose replicas search the web with `web_search`.
+async fn world_with(web_search: WebSearch) -> World {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
     let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
@@ -129,6 +135,7 @@ async fn world() -> World {
             jwt.clone(),
             services.clone(),
             Arc::new(Fetcher::new(FetchConfig::default())),
+            web_search.clone(),
         )
         .unwrap()
     };
@@ -484,7 +491,11 @@ async fn admins_switch_web_search_for_every_replica() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         current,
-        json!({ "web_search_enabled": false, "fetch_web_page_enabled": true })
+        json!({
+            "web_search_enabled": false,
+            "fetch_web_page_enabled": true,
+            "web_search_provider": "searxng"
+        })
     );
 
     let put = async |body: Value| {
@@ -556,8 +567,190 @@ async fn admins_switch_web_search_for_every_replica() {
     .await;
     assert_eq!(
         now,
-        json!({ "web_search_enabled": false, "fetch_web_page_enabled": false })
+        json!({
+            "web_search_enabled": false,
+            "fetch_web_page_enabled": false,
+            "web_search_provider": "searxng"
+        })
     );
+}
+
+/// Fake SearXNG (`GET /search`) and Brave (`GET /res/v1/web/search`) APIs
+/// on 127.0.0.1, answering one result each in their real formats.
+async fn fake_search_providers() -> String {
+    use axum::http::HeaderMap;
+    use axum::routing::get;
+    let searxng = async || {
+        axum::Json(json!({
+            "query": "vacuum", "number_of_results": 0,
+            "results": [{
+                "url": "https://www.postgresql.org/docs/current/sql-vacuum.html",
+                "title": "VACUUM", "content": "VACUUM reclaims storage occupied by dead tuples.",
+                "publishedDate": null, "engine": "duckduckgo", "engines": ["duckduckgo"],
+                "positions": [1], "score": 1.0, "category": "general", "template": "default.html"
+            }],
+            "answers": [], "corrections": [], "infoboxes": [], "suggestions": [],
+            "unresponsive_engines": []
+        }))
+    };
+    let brave = async |headers: HeaderMap| {
+        if headers
+            .get("x-subscription-token")
+            .is_none_or(|t| t != "BSA-e2e")
+        {
+            return (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(json!({ "type": "ErrorResponse", "error": {
+                    "id": "1", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
+                    "detail": "The provided subscription token is invalid.", "meta": {} },
+                    "time": 1732000000 })),
+            );
+        }
+        (
+            StatusCode::OK,
+            axum::Json(json!({
+                "type": "search", "query": { "original": "vacuum" },
+                "web": { "type": "search", "results": [{
+                    "title": "Routine <strong>Vacuuming</strong>",
+                    "url": "https://www.postgresql.org/docs/current/routine-vacuuming.html",
+                    "description": "Periodic <strong>vacuuming</strong>.",
+                    "page_age": "2024-11-14T00:00:00", "age": "November 14, 2024",
+                    "type": "search_result"
+                }] }
+            })),
+        )
+    };
+    let app = axum::Router::new()
+        .route("/search", get(searxng))
+        .route("/res/v1/web/search", get(brave));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+#[tokio::test]
+async fn admins_choose_the_web_search_provider_for_every_replica() {
+    let providers = fake_search_providers().await;
+    let w = world_with(
+        WebSearch::new(&SearchConfig {
+            searxng_url: Some(providers.clone()),
+            brave_api_key: Some("BSA-e2e".into()),
+            brave_url: providers.clone(),
+            ..SearchConfig::default()
+        })
+        .unwrap(),
+    )
+    .await;
+    let settings = format!("{}/v1/admin/settings", w.base);
+    let put = async |body: Value| {
+        json_of(
+            client()
+                .put(&settings)
+                .bearer_auth(w.admin())
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    let search = async || {
+        // web_search has a 500 ms cooldown per user.
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        let r = client()
+            .post(format!("{}/v1/tools/web_search/execute", w.replica))
+            .bearer_auth(w.alice())
+            .json(&json!({ "args": { "query": "vacuum", "count": 3 } }))
+            .send()
+            .await
+            .unwrap();
+        json_of(r).await.1
+    };
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(!names(&tools).iter().any(|n| n == "web_search"));
+    assert_eq!(search().await["error"]["code"], "not_available");
+
+    let (status, body) = put(json!({ "web_search_enabled": true })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let result = search().await;
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(result["data"]["provider"], "searxng");
+    assert_eq!(
+        result["data"]["results"],
+        json!([{
+            "title": "VACUUM",
+            "url": "https://www.postgresql.org/docs/current/sql-vacuum.html",
+            "snippet": "VACUUM reclaims storage occupied by dead tuples.",
+            "published": null
+        }])
+    );
+    assert!(
+        result["data"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("untrusted")
+    );
+
+    // The other replica uses the new provider on its very next request.
+    let (status, body) = put(json!({ "web_search_provider": "brave" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["web_search_provider"], "brave");
+    let result = search().await;
+    assert_eq!(result["data"]["provider"], "brave", "{result}");
+    assert_eq!(
+        result["data"]["results"],
+        json!([{
+            "title": "Routine Vacuuming",
+            "url": "https://www.postgresql.org/docs/current/routine-vacuuming.html",
+            "snippet": "Periodic vacuuming.",
+            "published": "2024-11-14"
+        }])
+    );
+
+    // A provider that is not configured is a clear tool error, not a 500.
+    let (status, _) = put(json!({ "web_search_provider": "tavily" })).await;
+    assert_eq!(status, StatusCode::OK);
+    let result = search().await;
+    assert_eq!(result["error"]["code"], "not_available", "{result}");
+    assert_eq!(result["error"]["retryable"], false);
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("set DATA_PLANE_TAVILY_API_KEY")
+            && message.contains("configured: searxng, brave"),
+        "{message}"
+    );
+
+    // An unknown provider is refused, naming the setting and the choices.
+    let (status, body) = put(json!({ "web_search_provider": "bing" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    for word in ["web_search_provider", "bing", "searxng", "brave", "tavily"] {
+        assert!(message.contains(word), "{message:?} should name {word}");
+    }
+    let (status, body) = put(json!({ "web_search_provider": 3 })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // Keys are configuration, never settings an admin could read back.
+    let (status, body) = put(json!({ "brave_api_key": "x" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (_, now) = json_of(
+        client()
+            .get(&settings)
+            .bearer_auth(w.admin())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(now["web_search_provider"], "tavily");
+    assert!(!now.to_string().contains("BSA-e2e"));
+
+    // Switched off: gone from the list and refused on the next request.
+    let (status, _) = put(json!({ "web_search_enabled": false })).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(!names(&tools).iter().any(|n| n == "web_search"));
+    assert_eq!(search().await["error"]["code"], "not_available");
 }
 
 #[tokio::test]

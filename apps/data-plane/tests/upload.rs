@@ -48,6 +48,7 @@ async fn start() -> Server {
         jwt.clone(),
         ServiceTokens::default(),
         Arc::new(Fetcher::new(FetchConfig::default())),
+        Default::default(),
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

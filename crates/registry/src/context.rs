@@ -16,6 +16,22 @@ pub struct Settings {
     pub web_search_enabled: bool,
     /// Whether fetch_web_page is offered (on unless an admin switches it off).
     pub fetch_web_page_enabled: bool,
+    /// Which configured provider web_search uses. Keys and URLs are the
+    /// deployment's configuration, never settings: admins read these back.
+    pub web_search_provider: WebSearchProvider,
+}
+
+/// The web-search providers an admin can choose between.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebSearchProvider {
+    /// A SearXNG instance (self-hosted, no key).
+    #[default]
+    Searxng,
+    /// The Brave Search API.
+    Brave,
+    /// The Tavily API.
+    Tavily,
 }
 
 impl Default for Settings {
@@ -23,6 +39,7 @@ impl Default for Settings {
         Settings {
             web_search_enabled: false,
             fetch_web_page_enabled: true,
+            web_search_provider: WebSearchProvider::default(),
         }
     }
 }

@@ -14,7 +14,7 @@ mod result;
 mod suggest;
 
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
-pub use context::{Settings, ToolContext};
+pub use context::{Settings, ToolContext, WebSearchProvider};
 pub use entry::{
     Annotations, Category, CostTier, DefinitionFile, HandlerEntry, RateLimits, ToolHandler,
     ToolMeta,

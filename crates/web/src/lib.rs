@@ -46,7 +46,40 @@ pub enum WebError {
     /// A web-search provider failed or answered something unreadable.
     #[error("web search provider {provider}: {reason}")]
     Provider { provider: String, reason: String },
+    /// A web-search provider is down or cannot be reached (5xx, refused
+    /// connection); asking again later may work.
+    #[error("web search provider {provider} is unavailable: {reason}")]
+    ProviderUnavailable { provider: String, reason: String },
+    /// A web-search provider refused the deployment's credentials or account
+    /// (bad key, exhausted plan); only an operator can fix it.
+    #[error("web search provider {provider} refused the account: {reason}")]
+    ProviderAccount { provider: String, reason: String },
+    /// A web-search provider refused the request itself (a query or filter
+    /// it cannot handle).
+    #[error("web search provider {provider} refused the request: {reason}")]
+    ProviderRejected { provider: String, reason: String },
+    /// A web-search provider is rate limiting this deployment.
+    #[error("web search provider {provider} is rate limiting requests{}", retry_hint(*retry_after))]
+    RateLimited {
+        provider: String,
+        /// Seconds to wait, when the provider said.
+        retry_after: Option<u64>,
+    },
+    /// A search request that no provider should be sent.
+    #[error("invalid search {field} {value:?}: {reason}")]
+    InvalidSearch {
+        field: &'static str,
+        value: String,
+        reason: String,
+    },
     /// The deployment's configuration is incomplete or wrong.
     #[error("web configuration: {0}")]
     Config(String),
+}
+
+fn retry_hint(seconds: Option<u64>) -> String {
+    match seconds {
+        Some(s) => format!("; retry in {s} s"),
+        None => "; retry later".to_string(),
+    }
 }

@@ -172,6 +172,7 @@ impl World {
             index,
             embedder,
             fetcher: Arc::new(local_fetcher()),
+            web_search: Default::default(),
         });
         let ledger = PgLedger::start(db.clone());
         let registry = data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap();

@@ -53,6 +53,16 @@ pub async fn put(
             )));
         }
     }
+    // Each change on its own first, so a bad value is reported with its key.
+    for (key, value) in &changes {
+        let mut one = merged.clone();
+        one.insert(key.clone(), value.clone());
+        if let Err(e) = serde_json::from_value::<Settings>(Value::Object(one)) {
+            return Err(ApiError::bad_request(format!(
+                "invalid value {value} for setting {key:?}: {e}"
+            )));
+        }
+    }
     merged.extend(changes.clone());
     let updated: Settings = serde_json::from_value(Value::Object(merged))
         .map_err(|e| ApiError::bad_request(format!("invalid settings: {e}")))?;
