@@ -209,6 +209,7 @@ async fn failures_name_the_reason_and_say_whether_to_retry() {
         index: w.deps.index.clone(),
         embedder: w.deps.embedder.clone(),
         fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
+        web_search: Default::default(),
     });
     let guarded = data_plane_handlers::registry(&deps, Arc::new(NoLedger)).unwrap();
     let before = server.seen().len();

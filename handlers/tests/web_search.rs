@@ -199,6 +199,7 @@ async fn setup(config: SearchConfig) -> Setup {
         db: test.db.clone(),
         index: KeywordIndex::in_memory().unwrap(),
         embedder: common::embedder(),
+        fetcher: Arc::new(common::local_fetcher()),
         web_search: WebSearch::new(&config).unwrap(),
     });
     let ledger = PgLedger::start(test.db.clone());
