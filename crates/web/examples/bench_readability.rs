@@ -60,5 +60,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("readability_meta_{field} {ratio:.3} ({agree}/{total})");
     }
     println!("readability_total_ms {:.1}", elapsed.as_secs_f64() * 1000.0);
+    let bytes: u64 = dirs
+        .iter()
+        .filter_map(|d| std::fs::metadata(d.join("source.html")).ok())
+        .map(|m| m.len())
+        .sum();
+    println!("readability_source_bytes {bytes}");
+
+    // Hostile nesting: time should grow about linearly with depth.
+    for (name, open, close) in [
+        ("div", "<div>", "</div>"),
+        ("list", "<ul><li>", "</li></ul>"),
+        ("quote", "<blockquote>", "</blockquote>"),
+    ] {
+        for depth in [10_000usize, 100_000] {
+            let html = format!(
+                "<p>top</p>{}<p>bottom</p>{}",
+                open.repeat(depth),
+                close.repeat(depth)
+            );
+            let t = Instant::now();
+            let page = data_plane_web::extract::extract_html(&html, None);
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            if !page.markdown.contains("bottom") {
+                return Err(format!("nested {name} at depth {depth} lost its text").into());
+            }
+            println!("readability_nested_{name}_{depth}_ms {ms:.1}");
+        }
+    }
     Ok(())
 }

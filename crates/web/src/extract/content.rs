@@ -751,21 +751,21 @@ pub(crate) fn is_data_table(dom: &Dom<'_>, t: usize) -> bool {
     rows * cols > 10
 }
 
-/// Whether two short texts say the same thing (word overlap).
-fn similar(a: &str, b: &str) -> bool {
+/// Whether a heading repeats the title: nearly all its words are in the
+/// title and they make up at least half of it.
+fn similar(heading: &str, title: &str) -> bool {
     let words = |s: &str| -> Vec<String> {
         s.split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
             .map(str::to_lowercase)
             .collect()
     };
-    let (a, b) = (words(a), words(b));
-    if a.is_empty() || b.is_empty() {
+    let (h, t) = (words(heading), words(title));
+    if h.is_empty() || t.is_empty() {
         return false;
     }
-    let shared = b.iter().filter(|w| a.contains(w)).count();
-    let extra = a.iter().filter(|w| !b.contains(w)).count();
-    shared as f64 / b.len() as f64 >= 0.75 && (extra as f64) <= (a.len() as f64) * 0.25
+    let shared = h.iter().filter(|w| t.contains(w)).count();
+    shared as f64 / h.len() as f64 >= 0.75 && shared as f64 / t.len() as f64 >= 0.5
 }
 
 /// Characters of readable text the content keeps.

@@ -197,7 +197,10 @@ impl Renderer<'_, '_> {
                 Visit::Children
             }
             "ul" | "ol" | "menu" | "dir" => {
-                self.block_break();
+                // A list nested in an item stays tight; closing it adds the newline.
+                if !matches!(self.top_kind(), Kind::Item) {
+                    self.block_break();
+                }
                 let start = el
                     .attr("start")
                     .and_then(|s| s.trim().parse::<u64>().ok())

@@ -193,8 +193,11 @@ fn strip_site_name(title: &str, site: Option<&str>) -> String {
     let Some(site) = site.map(str::trim).filter(|s| !s.is_empty()) else {
         return title.to_string();
     };
-    let is_sep =
-        |c: char| !c.is_alphanumeric() && !matches!(c, '"' | '\'' | '?' | '!' | '.' | ')' | '(');
+    let is_sep = |c: char| {
+        !c.is_alphanumeric()
+            && !c.is_whitespace()
+            && !matches!(c, '"' | '\'' | '?' | '!' | '.' | ')' | '(')
+    };
     let lower = title.to_lowercase();
     let site_lower = site.to_lowercase();
     if lower.len() == title.len() && site_lower.len() == site.len() {
