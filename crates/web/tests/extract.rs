@@ -101,6 +101,10 @@ fn markdown_constructs() {
         ),
         ("<p><a href=\"javascript:alert(1)\">click</a></p>", "click"),
         (
+            "<h2>Usage <a href=\"#usage\">#</a></h2><p>Run it.</p>",
+            "## Usage\n\nRun it.",
+        ),
+        (
             "<p>go<a href=\"/x\"> there </a>now</p>",
             "go [there](https://example.com/x) now",
         ),

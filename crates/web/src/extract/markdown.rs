@@ -361,6 +361,15 @@ impl Renderer<'_, '_> {
             Kind::Link(href) => {
                 let trail = buf.ends_with([' ', '\n']);
                 let text = fold(&buf);
+                // Permalink markers beside headings ("#", "¶") say nothing to a reader.
+                if matches!(text.as_str(), "\\#" | "#" | "¶" | "§" | "🔗")
+                    && href.as_deref().is_some_and(|h| h.contains('#'))
+                {
+                    if lead_space || trail {
+                        self.space();
+                    }
+                    return;
+                }
                 match href {
                     Some(url) if !text.is_empty() => {
                         let shown = format!("[{text}]({})", escape_url(&url));
