@@ -205,3 +205,56 @@ fn find_end_tag(bytes: &[u8], from: usize, name: &str) -> usize {
     }
     bytes.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_past_the_cap_are_dropped_and_text_kept() {
+        fn check(html: &str, max: usize, expected: &str) {
+            assert_eq!(cap_nesting(html, max), expected, "html: {html}");
+        }
+        let cases: &[(&str, usize, &str)] = &[
+            ("<div><div>a</div></div>", 2, "<div><div>a</div></div>"),
+            (
+                "<div><div><div>a</div></div></div>",
+                2,
+                "<div><div>a</div></div>",
+            ),
+            (
+                "<div><p>one<p>two<p>three</div>",
+                2,
+                "<div><p>one<p>two<p>three</div>",
+            ),
+            ("<ul><li>a<li>b<li>c</ul>", 2, "<ul><li>a<li>b<li>c</ul>"),
+            (
+                "<div><img><br><span/>x</div>",
+                1,
+                "<div><img><br><span/>x</div>",
+            ),
+            (
+                "<div><script>'<div><div>'</script></div>",
+                1,
+                "<div><script>'<div><div>'</script></div>",
+            ),
+            (
+                "<div><!-- <div><div> --></div>",
+                1,
+                "<div><!-- <div><div> --></div>",
+            ),
+            (
+                "<div title=\"a>b\"><b>x</b></div>",
+                1,
+                "<div title=\"a>b\">x</div>",
+            ),
+            ("<div><b><i>x</i></b>y</div>", 2, "<div><b>x</b>y</div>"),
+            ("<", 1, "<"),
+            ("</div></div>text", 1, "</div></div>text"),
+        ];
+        for (html, max, expected) in cases {
+            check(html, *max, expected);
+        }
+        assert!(matches!(cap_nesting("<p>shallow</p>", 4), Cow::Borrowed(_)));
+    }
+}
