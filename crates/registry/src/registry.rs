@@ -422,10 +422,13 @@ impl Registry {
                 format!("tool {name} is not available here: {why}"),
             ));
         }
-        let args = match args {
+        let mut args = match args {
             Value::Null => Value::Object(Default::default()),
             other => other.clone(),
         };
+        if let Some(document) = ctx.document_scope {
+            pin_document(entry, &mut args, document)?;
+        }
         let violations: Vec<String> = entry
             .validator
             .iter_errors(&args)
@@ -493,5 +496,45 @@ impl Registry {
             }
             Ok(Ok(result)) => result,
         }
+    }
+}
+
+/// Holds a call to the one document its context is scoped to: a missing
+/// `document_id` becomes that document, another one is refused, and a tool
+/// without the argument cannot be limited and is refused too. Checked here,
+/// before the handler, so no tool has to remember it.
+fn pin_document(
+    entry: &ToolEntry,
+    args: &mut Value,
+    document: uuid::Uuid,
+) -> Result<(), ToolError> {
+    let name = entry.name.as_str();
+    let takes_document = entry
+        .definition
+        .pointer("/parameters/properties/document_id")
+        .is_some();
+    let Some(map) = args.as_object_mut().filter(|_| takes_document) else {
+        return Err(ToolError::new(
+            ErrorCode::NotAvailable,
+            format!(
+                "tool {name} is not available here: this agent may read only document {document}"
+            ),
+        ));
+    };
+    match map.get("document_id") {
+        None | Some(Value::Null) => {
+            map.insert("document_id".into(), Value::String(document.to_string()));
+            Ok(())
+        }
+        Some(Value::String(given)) if uuid::Uuid::parse_str(given).ok() == Some(document) => Ok(()),
+        Some(given) => Err(ToolError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "document_id {} is out of reach: this agent may read only document {document}; leave document_id out or pass {document}",
+                given
+                    .as_str()
+                    .map_or_else(|| given.to_string(), str::to_string)
+            ),
+        )),
     }
 }
