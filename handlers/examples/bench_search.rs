@@ -219,11 +219,7 @@ async fn main() -> anyhow::Result<()> {
         search_documents::EXACT_MAX_CHUNKS
     );
 
-    let deps = Arc::new(Deps {
-        db: db.clone(),
-        index,
-        embedder: embedder.clone(),
-    });
+    let deps = Arc::new(Deps::new(db.clone(), index, embedder.clone()));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
     let vectors = embedder.embed(&queries).await?;

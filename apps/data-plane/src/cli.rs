@@ -173,6 +173,15 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let services = ServiceTokens::parse(&global.service_tokens)
         .context("reading DATA_PLANE_SERVICE_TOKENS")?;
     let state = AppState::new(db, index, embedder, jwt, services)?;
+    match global.language_model.settings() {
+        Some(settings) => {
+            tracing::info!(model = %settings.agent.model, url = %settings.agent.base_url, "language model connected");
+            state.connect_model(settings);
+        }
+        None => tracing::info!(
+            "no language model (DATA_PLANE_MODEL unset): analyze_document and questions to query_documents are off"
+        ),
+    }
     for tool in state.registry.tools() {
         tracing::info!(
             tool = %tool.name,

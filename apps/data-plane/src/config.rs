@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use data_plane_agent::AgentConfig;
 use data_plane_embed::{EmbedConfig, Provider};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
@@ -57,6 +59,69 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub embedding: EmbeddingArgs,
+
+    #[command(flatten)]
+    pub language_model: LanguageModelArgs,
+}
+
+/// The chat model behind analyze_document and query_documents' questions.
+#[derive(Debug, Clone, Args)]
+pub struct LanguageModelArgs {
+    /// Base URL of the OpenAI-compatible chat endpoint, up to `/v1`.
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        global = true,
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub openai_base_url: String,
+
+    /// API key for the chat endpoint (local servers often need none).
+    #[arg(long, env = "OPENAI_API_KEY", global = true, hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+
+    /// Chat model name; unset: no model, so analyze_document and questions
+    /// to query_documents answer that none is configured.
+    #[arg(long, env = "DATA_PLANE_MODEL", global = true)]
+    pub model: Option<String>,
+
+    /// Model requests one analyze_document sub-agent may make.
+    #[arg(
+        long,
+        env = "DATA_PLANE_ANALYZE_MAX_STEPS",
+        global = true,
+        default_value_t = 8
+    )]
+    pub analyze_max_steps: u32,
+
+    /// Tokens (prompt and completion) one analyze_document sub-agent may spend.
+    #[arg(
+        long,
+        env = "DATA_PLANE_ANALYZE_TOKEN_BUDGET",
+        global = true,
+        default_value_t = 60_000
+    )]
+    pub analyze_token_budget: u64,
+}
+
+impl LanguageModelArgs {
+    /// The model settings, or `None` when no model is named.
+    pub fn settings(&self) -> Option<ModelSettings> {
+        let model = self
+            .model
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())?;
+        let mut agent = AgentConfig::new(self.openai_base_url.clone(), model);
+        agent.api_key = self.openai_api_key.clone().filter(|k| !k.is_empty());
+        Some(ModelSettings {
+            agent,
+            sub_agent: SubAgentLimits {
+                max_steps: self.analyze_max_steps.max(1),
+                token_budget: self.analyze_token_budget,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

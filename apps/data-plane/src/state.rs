@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use data_plane_embed::Embedder;
-use data_plane_handlers::{Deps, PgLedger};
+use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
 use data_plane_registry::{Registry, RegistryError, Settings};
 use data_plane_search::KeywordIndex;
@@ -22,6 +22,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub ledger: PgLedger,
     pub metrics: Arc<Metrics>,
+    /// What the handlers share; kept to connect the language model.
+    pub deps: Arc<Deps>,
 }
 
 impl AppState {
@@ -34,11 +36,7 @@ impl AppState {
         jwt: JwtKeys,
         services: ServiceTokens,
     ) -> Result<AppState, RegistryError> {
-        let deps = Arc::new(Deps {
-            db: db.clone(),
-            index: index.clone(),
-            embedder: embedder.clone(),
-        });
+        let deps = Arc::new(Deps::new(db.clone(), index.clone(), embedder.clone()));
         let ledger = PgLedger::start(db.clone());
         let registry = Arc::new(data_plane_handlers::registry(
             &deps,
@@ -53,7 +51,16 @@ impl AppState {
             registry,
             ledger,
             metrics: Arc::new(Metrics::new()),
+            deps,
         })
+    }
+
+    /// Gives analyze_document and query_documents' questions their language
+    /// model. Without this call they answer that none is configured.
+    pub fn connect_model(&self, settings: ModelSettings) {
+        if !self.deps.connect_model(settings, &self.registry) {
+            tracing::warn!("a language model was already connected; keeping the first");
+        }
     }
 
     /// The run-time settings as stored now. Read on every request that needs

@@ -30,7 +30,7 @@ use uuid::Uuid;
 pub struct World {
     pub test: TestDatabase,
     pub deps: Arc<Deps>,
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
     pub ledger: PgLedger,
     pub alice: Uuid,
     pub bob: Uuid,
@@ -156,13 +156,10 @@ impl World {
             .catch_up()
             .await
             .unwrap();
-        let deps = Arc::new(Deps {
-            db: db.clone(),
-            index,
-            embedder,
-        });
+        let deps = Arc::new(Deps::new(db.clone(), index, embedder));
         let ledger = PgLedger::start(db.clone());
-        let registry = data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap();
+        let registry =
+            Arc::new(data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap());
         World {
             test,
             deps,
