@@ -427,7 +427,7 @@ impl Registry {
             other => other.clone(),
         };
         if let Some(document) = ctx.document_scope {
-            pin_document(entry, &mut args, document)?;
+            pin_document(&entry.name, &entry.definition, &mut args, document)?;
         }
         let violations: Vec<String> = entry
             .validator
@@ -504,13 +504,12 @@ impl Registry {
 /// without the argument cannot be limited and is refused too. Checked here,
 /// before the handler, so no tool has to remember it.
 fn pin_document(
-    entry: &ToolEntry,
+    name: &str,
+    definition: &Value,
     args: &mut Value,
     document: uuid::Uuid,
 ) -> Result<(), ToolError> {
-    let name = entry.name.as_str();
-    let takes_document = entry
-        .definition
+    let takes_document = definition
         .pointer("/parameters/properties/document_id")
         .is_some();
     let Some(map) = args.as_object_mut().filter(|_| takes_document) else {
@@ -536,5 +535,81 @@ fn pin_document(
                     .map_or_else(|| given.to_string(), str::to_string)
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scoped_call_is_pinned_to_its_document() {
+        let doc = uuid::Uuid::from_u128(7);
+        let other = uuid::Uuid::from_u128(8);
+        let with_id =
+            json!({ "parameters": { "properties": { "document_id": {}, "pattern": {} } } });
+        let without = json!({ "parameters": { "properties": { "pattern": {} } } });
+        // (definition, arguments, arguments after pinning or the error code and words)
+        let check =
+            |definition: &Value, args: Value, expected: Result<Value, (ErrorCode, &str)>| {
+                let mut pinned = args.clone();
+                let got = pin_document("tool_x", definition, &mut pinned, doc);
+                match (got, expected) {
+                    (Ok(()), Ok(want)) => assert_eq!(pinned, want, "{args}"),
+                    (Err(e), Err((code, words))) => {
+                        assert_eq!(e.code, code, "{args}: {e}");
+                        assert!(e.message.contains(words), "{args}: {e}");
+                    }
+                    (got, want) => panic!("{args}: got {got:?}, expected {want:?}"),
+                }
+            };
+        check(
+            &with_id,
+            json!({ "pattern": "a" }),
+            Ok(json!({ "pattern": "a", "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": null }),
+            Ok(json!({ "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": doc }),
+            Ok(json!({ "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": doc.to_string().to_uppercase() }),
+            Ok(json!({ "document_id": doc.to_string().to_uppercase() })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": other }),
+            Err((
+                ErrorCode::PermissionDenied,
+                &format!("document_id {other} is out of reach"),
+            )),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": 42 }),
+            Err((ErrorCode::PermissionDenied, "out of reach")),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": "not-a-uuid" }),
+            Err((ErrorCode::PermissionDenied, "not-a-uuid")),
+        );
+        check(
+            &without,
+            json!({ "pattern": "a" }),
+            Err((ErrorCode::NotAvailable, "tool tool_x is not available here")),
+        );
+        check(
+            &with_id,
+            json!([1]),
+            Err((ErrorCode::NotAvailable, "may read only document")),
+        );
     }
 }
