@@ -24,23 +24,25 @@ use serde_json::{Value, json};
 const VACUUM: &str = "alpha/guides/vacuum.md";
 const PARENT: &str = "call_parent_1";
 
-fn settings(fake: &FakeModel, max_steps: u32) -> ModelSettings {
+fn settings(fake: &FakeModel, max_steps: u32, token_budget: u64) -> ModelSettings {
     ModelSettings {
         agent: AgentConfig::new(fake.base_url(), "test-model"),
         sub_agent: SubAgentLimits {
             max_steps,
-            token_budget: 100_000,
+            token_budget,
         },
     }
 }
 
 async fn connected(max_steps: u32) -> (World, FakeModel) {
+    connected_with(max_steps, 100_000).await
+}
+
+async fn connected_with(max_steps: u32, token_budget: u64) -> (World, FakeModel) {
     let w = World::new().await;
     let fake = FakeModel::start().await;
-    assert!(
-        w.deps
-            .connect_model(settings(&fake, max_steps), &w.registry)
-    );
+    let settings = settings(&fake, max_steps, token_budget);
+    assert!(w.deps.connect_model(settings, &w.registry));
     (w, fake)
 }
 
@@ -517,4 +519,31 @@ async fn without_a_model_the_document_is_checked_then_refused() {
     )
     .await;
     check(r, ErrorCode::NotFound, "no document");
+}
+
+#[tokio::test]
+async fn the_token_budget_ends_the_sub_agent() {
+    // One step reports 40 + 12 tokens: past a budget of 50, so its call is not run.
+    let (w, fake) = connected_with(6, 50).await;
+    let doc = w.doc(VACUUM);
+    let args = format!(r#"{{"document_id":"{doc}"}}"#);
+    fake.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_1",
+        name: "read_document",
+        fragments: &[args.as_str()],
+    }]));
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let (result, events) = analyze(
+        &w,
+        &alice,
+        json!({ "document_id": doc, "question": "Summarise." }),
+    )
+    .await;
+    let message = &result.error.as_ref().expect("an error").message;
+    assert!(
+        message.contains("budget of 50 tokens (52 used)"),
+        "{message}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    assert!(sub_results(&events).is_empty(), "{events:?}");
 }
