@@ -24,7 +24,6 @@ use data_plane_store::Scope;
 use data_plane_store::content::{self, NewDocument, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::testing::TestDatabase;
-use data_plane_web::fetch::{FetchConfig, Fetcher};
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error>;
@@ -142,13 +141,11 @@ async fn main() -> Result<(), Error> {
     println!("grep.trigram_index_mb {index_mb:.1}");
     println!("grep.documents_table_mb_with_index {table_mb:.1}");
 
-    let deps = Arc::new(Deps {
-        db: db.clone(),
-        index: KeywordIndex::in_memory()?,
-        embedder: Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir()))?),
-        fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
-        web_search: Default::default(),
-    });
+    let deps = Arc::new(Deps::new(
+        db.clone(),
+        KeywordIndex::in_memory()?,
+        Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir()))?),
+    ));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let ctx = ToolContext::new(user, Some(space.id), Permission::User);
 

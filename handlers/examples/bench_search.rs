@@ -31,7 +31,6 @@ use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, NewChunk, NewDocument, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::{Db, Scope};
-use data_plane_web::fetch::{FetchConfig, Fetcher};
 use pgvector::Vector;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -220,13 +219,7 @@ async fn main() -> anyhow::Result<()> {
         search_documents::EXACT_MAX_CHUNKS
     );
 
-    let deps = Arc::new(Deps {
-        db: db.clone(),
-        index,
-        embedder: embedder.clone(),
-        fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
-        web_search: Default::default(),
-    });
+    let deps = Arc::new(Deps::new(db.clone(), index, embedder.clone()));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
     let vectors = embedder.embed(&queries).await?;

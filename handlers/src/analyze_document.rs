@@ -1,17 +1,29 @@
-//! analyze_document: a nested agent studies one document.
+//! analyze_document: a nested agent studies one document and its final
+//! answer is the tool's result. It runs inside this handler's future (so
+//! dropping the parent call stops it), through the same registry, with its
+//! own allow-list of read-only document tools, a context scoped to the one
+//! document, its own step limit and token budget, and no sub-agents of its
+//! own. Its progress goes to the parent's callbacks as sub-agent events.
 
 use std::time::Duration;
 
+use async_openai::types::chat::{
+    ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
+    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent,
+};
+use data_plane_agent::{Agent, AgentError, ChatRequest, FinishReason, SubAgentSink};
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
-    ToolMeta,
+    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    ToolError, ToolMeta,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::Deps;
+use crate::deps::internal;
 
 /// The arguments, as definitions/analyze_document.json describes them.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -20,10 +32,6 @@ pub struct Args {
     /// The document to analyse.
     pub document_id: Uuid,
     /// What to find out about the document.
-    #[expect(
-        dead_code,
-        reason = "read once the handler is built; until then it refuses every call"
-    )]
     pub question: String,
 }
 
@@ -48,26 +56,231 @@ pub fn available(_ctx: &ToolContext) -> bool {
     true
 }
 
+const NAME: &str = "analyze_document";
+
+/// The only tools the sub-agent is offered: they read the caller's own
+/// data and each takes a `document_id`, which the registry pins to the
+/// analysed document. Never analyze_document itself (no nesting), never
+/// the web tools (what the document says is the question, and a document
+/// could steer an agent that can fetch URLs into leaking it).
+pub const SUB_AGENT_TOOLS: &[&str] = &[
+    "document_info",
+    "grep_documents",
+    "query_documents",
+    "read_document",
+    "search_documents",
+];
+
+#[derive(Debug, Serialize)]
+pub struct Output {
+    pub document_id: Uuid,
+    /// The sub-agent's final answer.
+    pub analysis: String,
+    /// `stop` when it finished; `step_limit`, `token_budget` or `length`
+    /// when it was cut short (the note says so).
+    pub finish_reason: FinishReason,
+    /// Model requests made.
+    pub steps: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What the sub-agent is told about its document.
+struct Document {
+    path: String,
+    title: Option<String>,
+    chars: i64,
+    tables: i64,
+}
+
 pub async fn run(
     deps: &Deps,
     args: Args,
     ctx: &ToolContext,
-    _callbacks: &dyn Callbacks,
-) -> Result<Value, ToolError> {
+    callbacks: &dyn Callbacks,
+) -> Result<Output, ToolError> {
     // The document must be one the caller can read, whatever happens next.
-    let mut tx = deps.read("analyze_document", ctx).await?;
-    let readable: Option<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM documents WHERE id = $1 AND ($2::uuid IS NULL OR space_id = $2)",
+    let document = read_document_facts(deps, args.document_id, ctx).await?;
+    if ctx.parent_call_id.is_some() || ctx.document_scope.is_some() {
+        return Err(ToolError::new(
+            ErrorCode::NotAvailable,
+            "analyze_document is not available to a sub-agent: it cannot start one of its own",
+        ));
+    }
+    let Some(model) = deps.model() else {
+        return Err(ToolError::new(
+            ErrorCode::NotAvailable,
+            "analyze_document needs a language model and none is configured (set OPENAI_BASE_URL and DATA_PLANE_MODEL); read the document with read_document instead",
+        ));
+    };
+    let Some(registry) = model.registry.upgrade() else {
+        return Err(ToolError::unavailable(
+            "analyze_document cannot start: the server is shutting down",
+        ));
+    };
+    let limits = model.settings.sub_agent;
+    let mut config = model.settings.agent.clone();
+    config.max_steps = limits.max_steps;
+    config.token_budget = Some(limits.token_budget);
+    config.system_prompt = None;
+    let agent = Agent::new(config, registry).map_err(|e| internal(NAME, e))?;
+
+    // The registry fills the call id in before a handler runs; a direct
+    // caller without one still gets events that belong together.
+    let parent_call_id = ctx
+        .call_id
+        .clone()
+        .unwrap_or_else(|| format!("call_{}", Uuid::new_v4().simple()));
+    let mut sub_ctx = ToolContext::new(ctx.user_id, ctx.space_id, ctx.permission)
+        .with_settings(ctx.settings.clone())
+        .with_request_id(ctx.request_id.clone())
+        .with_document_scope(args.document_id);
+    sub_ctx.parent_call_id = Some(parent_call_id.clone());
+    sub_ctx.allow_list = Some(SUB_AGENT_TOOLS.iter().map(|t| (*t).to_string()).collect());
+
+    let request = ChatRequest {
+        messages: vec![
+            ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+                content: ChatCompletionRequestSystemMessageContent::Text(system_prompt(
+                    args.document_id,
+                    &document,
+                    limits.max_steps,
+                )),
+                name: None,
+            }),
+            ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Text(args.question.clone()),
+                name: None,
+            }),
+        ],
+        max_steps: None,
+        temperature: None,
+    };
+    let label = document.title.as_deref().unwrap_or(&document.path);
+    callbacks.on_sub_agent_start(&parent_call_id, &format!("{label}: {}", args.question));
+    let sink = SubAgentSink::new(callbacks, parent_call_id.clone());
+    // Nothing cancels this token: cancellation is dropping this future,
+    // which drops the run and its model request and tools with it.
+    let never = CancellationToken::new();
+    let outcome = match agent.run(request, &sub_ctx, &sink, &never).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            callbacks.on_sub_agent_end(&parent_call_id, &format!("failed: {e}"));
+            return Err(model_error(e));
+        }
+    };
+    let usage = outcome.usage;
+    let cut_short = match outcome.reason {
+        FinishReason::Stop => None,
+        FinishReason::StepLimit => Some(format!(
+            "the analysis used all {} of its steps before it finished",
+            outcome.steps
+        )),
+        FinishReason::TokenBudget => Some(format!(
+            "the analysis spent its budget of {} tokens ({} used) before it finished",
+            limits.token_budget,
+            usage.total()
+        )),
+        FinishReason::Length => {
+            Some("the analysis was cut at the model's answer length limit".to_string())
+        }
+    };
+    let analysis = outcome.text.trim().to_string();
+    let summary = match &cut_short {
+        None => format!(
+            "finished in {} steps, {} tokens",
+            outcome.steps,
+            usage.total()
+        ),
+        Some(why) => format!("stopped: {why}"),
+    };
+    callbacks.on_sub_agent_end(&parent_call_id, &summary);
+    if analysis.is_empty() {
+        let why = cut_short.unwrap_or_else(|| "the analysis ended without an answer".into());
+        return Err(ToolError::invalid(format!(
+            "{why}, and wrote no answer; ask a narrower question about document {}, or read it with read_document",
+            args.document_id
+        )));
+    }
+    Ok(Output {
+        document_id: args.document_id,
+        analysis,
+        finish_reason: outcome.reason,
+        steps: outcome.steps,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.total(),
+        note: cut_short.map(|why| format!("{why}: the analysis above may be incomplete")),
+    })
+}
+
+async fn read_document_facts(
+    deps: &Deps,
+    document_id: Uuid,
+    ctx: &ToolContext,
+) -> Result<Document, ToolError> {
+    let mut tx = deps.read(NAME, ctx).await?;
+    let row: Option<(String, Option<String>, i64, i64)> = sqlx::query_as(
+        "SELECT d.path, d.title, char_length(d.content)::bigint,
+                (SELECT count(*) FROM doc_tables t WHERE t.document_id = d.id)
+           FROM documents d
+          WHERE d.id = $1 AND ($2::uuid IS NULL OR d.space_id = $2)",
     )
-    .bind(args.document_id)
+    .bind(document_id)
     .bind(ctx.space_id)
     .fetch_optional(&mut *tx)
     .await
-    .map_err(|e| crate::deps::internal("analyze_document", e))?;
-    if readable.is_none() {
-        return Err(crate::document_info::not_found(args.document_id));
+    .map_err(|e| internal(NAME, e))?;
+    let Some((path, title, chars, tables)) = row else {
+        return Err(crate::document_info::not_found(document_id));
+    };
+    Ok(Document {
+        path,
+        title,
+        chars,
+        tables,
+    })
+}
+
+fn system_prompt(document_id: Uuid, document: &Document, max_steps: u32) -> String {
+    let title = document
+        .title
+        .as_deref()
+        .map_or(String::new(), |t| format!("titled {t:?}, "));
+    let tables = if document.tables > 0 {
+        format!(
+            " It has {} table(s): query_documents answers questions over them in SQL.",
+            document.tables
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "You analyse one document to answer the user's question. The document is {} ({title}\
+         id {document_id}, {} characters).{tables}\n\
+         Your tools read only this document: document_info for its metadata and outline, \
+         read_document to read it by character range (follow `next` to continue), \
+         grep_documents and search_documents to find passages in it. Any document_id you pass \
+         must be {document_id}; you may leave it out.\n\
+         You have at most {max_steps} steps (each model answer is one), so read what the \
+         question needs, not everything. Base your answer only on what you read, cite \
+         character offsets or quotes for the claims that matter, and say plainly when the \
+         document does not answer the question. Your final message is handed back as the \
+         analysis: make it complete and self-contained.",
+        document.path, document.chars
+    )
+}
+
+/// A run that ended without an answer, as a result the caller can act on.
+fn model_error(e: AgentError) -> ToolError {
+    match e {
+        AgentError::Config(_) | AgentError::InvalidRequest(_) => internal(NAME, e),
+        AgentError::Cancelled => ToolError::unavailable("the analysis was cancelled"),
+        other => ToolError::unavailable(format!(
+            "the analysis stopped because the language model failed: {other}"
+        )),
     }
-    Err(ToolError::unavailable(
-        "analyze_document needs a language model and none is configured (set OPENAI_BASE_URL and DATA_PLANE_MODEL)",
-    ))
 }

@@ -1,13 +1,14 @@
 //! What handlers need from the rest of the server, and the scoping helpers
 //! every handler uses so no read escapes the caller's spaces.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
+use data_plane_agent::AgentConfig;
 use data_plane_embed::Embedder;
-use data_plane_registry::{ToolContext, ToolError};
+use data_plane_registry::{Registry, ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::{Db, Scope, ScopedTx};
-use data_plane_web::fetch::Fetcher;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
 use data_plane_web::search::WebSearch;
 use uuid::Uuid;
 
@@ -20,6 +21,47 @@ pub struct Deps {
     pub fetcher: Arc<Fetcher>,
     /// The web-search providers the deployment configured (possibly none).
     pub web_search: WebSearch,
+    /// The language model, when one is configured. Set once, after the
+    /// registry is built (see [`Deps::connect_model`]): the sub-agent runs
+    /// tools through the registry, which holds these very Deps.
+    model: OnceLock<ModelLink>,
+}
+
+/// The language model behind analyze_document and query_documents'
+/// questions, and the limits of analyze_document's sub-agent.
+#[derive(Debug, Clone)]
+pub struct ModelSettings {
+    /// Endpoint, model name, key and timeouts. Its step limit, token budget
+    /// and system prompt are not used: the sub-agent has its own.
+    pub agent: AgentConfig,
+    pub sub_agent: SubAgentLimits,
+}
+
+/// How far one analyze_document sub-agent may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubAgentLimits {
+    /// Model requests one analysis may make.
+    pub max_steps: u32,
+    /// Prompt and completion tokens, summed over the steps, after which it stops.
+    pub token_budget: u64,
+}
+
+impl Default for SubAgentLimits {
+    fn default() -> Self {
+        SubAgentLimits {
+            max_steps: 8,
+            token_budget: 60_000,
+        }
+    }
+}
+
+/// The model and the registry its sub-agents run tools through. Weak, so
+/// the registry (which owns the handlers, which own these Deps) is not kept
+/// alive by itself.
+#[derive(Debug)]
+pub(crate) struct ModelLink {
+    pub settings: ModelSettings,
+    pub registry: Weak<Registry>,
 }
 
 impl std::fmt::Debug for Deps {
@@ -38,6 +80,49 @@ pub fn internal(tool: &str, error: impl std::fmt::Display) -> ToolError {
 }
 
 impl Deps {
+    /// Services without a language model; see [`Deps::connect_model`].
+    pub fn new(db: Db, index: KeywordIndex, embedder: Arc<Embedder>) -> Deps {
+        Deps {
+            db,
+            index,
+            embedder,
+            fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
+            web_search: WebSearch::default(),
+            model: OnceLock::new(),
+        }
+    }
+
+    /// Fetches pages through `fetcher` (its limits and allow-list) instead
+    /// of the default one.
+    pub fn with_fetcher(mut self, fetcher: Arc<Fetcher>) -> Deps {
+        self.fetcher = fetcher;
+        self
+    }
+
+    /// Searches the web through these providers (none by default).
+    pub fn with_web_search(mut self, web_search: WebSearch) -> Deps {
+        self.web_search = web_search;
+        self
+    }
+
+    /// Gives the handlers a language model, once the registry built over
+    /// these Deps exists. Without it, analyze_document and questions to
+    /// query_documents answer that no model is configured. `false` when a
+    /// model was already connected (the first one stays).
+    pub fn connect_model(&self, settings: ModelSettings, registry: &Arc<Registry>) -> bool {
+        self.model
+            .set(ModelLink {
+                settings,
+                registry: Arc::downgrade(registry),
+            })
+            .is_ok()
+    }
+
+    /// The connected model, if any.
+    pub(crate) fn model(&self) -> Option<&ModelLink> {
+        self.model.get()
+    }
+
     /// A transaction acting for the caller: row-level security limits every
     /// read to the spaces they belong to.
     pub async fn read(&self, tool: &str, ctx: &ToolContext) -> Result<ScopedTx, ToolError> {

@@ -28,7 +28,7 @@ use data_plane_registry::{
 };
 use serde_json::Value;
 
-pub use deps::Deps;
+pub use deps::{Deps, ModelSettings, SubAgentLimits};
 pub use ledger::PgLedger;
 
 /// Every file of definitions/, embedded at build time.

@@ -4,6 +4,7 @@
 //! layers of defence and why each is there.
 
 mod guard;
+mod nl;
 mod typed;
 
 use std::time::Duration;
@@ -90,6 +91,9 @@ fn restrict_sql() -> String {
 #[derive(Debug, Serialize)]
 pub struct Output {
     pub document_id: Uuid,
+    /// The question the SQL was written for, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
     /// The query as it ran (checked and printed back), without the wrapper
     /// that defines the tables.
     pub sql: String,
@@ -116,15 +120,32 @@ pub async fn run(
     ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
-    let sql = match (args.sql, args.question) {
-        (Some(sql), None) => sql,
-        (None, Some(_)) => {
-            return Err(ToolError::new(
-                ErrorCode::NotAvailable,
-                "query_documents cannot answer a question: no language model is configured to \
-                 turn it into sql; pass `sql` instead (one SELECT over the document's tables, \
-                 see document_info for their names and columns)",
-            ));
+    let max_rows = args.max_rows.unwrap_or(DEFAULT_MAX_ROWS);
+    let (sql, question) = match (args.sql, args.question) {
+        (Some(sql), None) => (sql, None),
+        (None, Some(question)) => {
+            if !(1..=MAX_ROWS).contains(&max_rows) {
+                return Err(max_rows_error(max_rows));
+            }
+            let Some(model) = deps.model() else {
+                return Err(ToolError::new(
+                    ErrorCode::NotAvailable,
+                    "query_documents cannot answer a question: no language model is configured to \
+                     turn it into sql (set OPENAI_BASE_URL and DATA_PLANE_MODEL); pass `sql` \
+                     instead (one SELECT over the document's tables, see document_info for their \
+                     names and columns)",
+                ));
+            };
+            // Read what the model needs, then give the connection back
+            // while it writes.
+            let mut tx = deps.read(NAME, ctx).await?;
+            let tables = document_tables(&mut tx, args.document_id, ctx).await?;
+            let samples = nl::sample_rows(&mut tx, &tables).await?;
+            if let Err(e) = tx.rollback().await {
+                tracing::warn!(tool = NAME, error = %e, "rollback failed");
+            }
+            let sql = nl::write_sql(&model.settings.agent, &question, &tables, &samples).await?;
+            (sql, Some(question))
         }
         (Some(_), Some(_)) => {
             return Err(ToolError::invalid(
@@ -137,11 +158,8 @@ pub async fn run(
             ));
         }
     };
-    let max_rows = args.max_rows.unwrap_or(DEFAULT_MAX_ROWS);
     if !(1..=MAX_ROWS).contains(&max_rows) {
-        return Err(ToolError::invalid(format!(
-            "max_rows {max_rows} is out of range; give 1 to {MAX_ROWS}"
-        )));
+        return Err(max_rows_error(max_rows));
     }
 
     let mut tx = deps.read(NAME, ctx).await?;
@@ -181,6 +199,7 @@ pub async fn run(
     }
     Ok(Output {
         document_id: args.document_id,
+        question,
         sql: query,
         columns,
         row_count: rows.len(),
@@ -188,6 +207,12 @@ pub async fn run(
         truncated,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
+}
+
+fn max_rows_error(max_rows: u64) -> ToolError {
+    ToolError::invalid(format!(
+        "max_rows {max_rows} is out of range; give 1 to {MAX_ROWS}"
+    ))
 }
 
 fn names(tables: &[Table]) -> Vec<String> {

@@ -1019,3 +1019,180 @@ async fn odd_cells_become_null_instead_of_failing_the_query() {
     .await;
     assert_eq!(r.code(), Some(ErrorCode::InvalidArguments), "{r:?}");
 }
+
+// The natural-language path: a fake OpenAI-compatible model on 127.0.0.1
+// writes the SQL; everything after it is the real guard and executor.
+
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::{FakeModel, text_reply};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
+
+async fn with_model() -> (World, FakeModel) {
+    let w = World::new().await;
+    let fake = FakeModel::start().await;
+    let settings = ModelSettings {
+        agent: AgentConfig::new(fake.base_url(), "test-model"),
+        sub_agent: SubAgentLimits::default(),
+    };
+    assert!(w.deps.connect_model(settings, &w.registry));
+    (w, fake)
+}
+
+/// The text of every message of a recorded request, in order.
+fn contents(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_question_is_answered_with_sql_written_from_columns_and_samples() {
+    let (w, fake) = with_model().await;
+    fake.push(text_reply(&[
+        "```sql\nSELECT city FROM cities\n",
+        "WHERE population > 3000000 ORDER BY city;\n```",
+    ]));
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let question = "Which cities have more than three million people?";
+    let r = query(&w, &alice, w.doc(CITIES), json!({ "question": question })).await;
+    assert!(r.success, "{:?}", r.error);
+    let data = r.data.unwrap();
+    assert_eq!(data["rows"], json!([["Berlin"], ["Madrid"]]));
+    assert_eq!(data["question"], question);
+    let sql = data["sql"].as_str().unwrap();
+    assert!(
+        sql.starts_with("SELECT city FROM cities WHERE population > 3000000"),
+        "{sql}"
+    );
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(
+        requests[0].get("tools").is_none_or(Value::is_null),
+        "no tools offered"
+    );
+    let messages = contents(&requests[0]);
+    assert_eq!(messages[0].0, "system");
+    assert!(messages[0].1.contains("exactly one PostgreSQL SELECT"));
+    let prompt = &messages[1].1;
+    for words in [
+        "cities (8 rows)",
+        "columns: city text, country text, population bigint, founded bigint",
+        "Berlin | Germany | 3850809 | 1237",
+        "Paris | France | 2102650 | -259",
+        "Madrid | Spain | 3332035 | 865",
+        question,
+    ] {
+        assert!(prompt.contains(words), "{words:?} missing from {prompt}");
+    }
+    // Three sample rows, not the whole table.
+    assert!(!prompt.contains("Lisbon"), "{prompt}");
+}
+
+#[tokio::test]
+async fn a_refused_answer_gets_one_retry_with_the_reason() {
+    let (w, fake) = with_model().await;
+    fake.push(text_reply(&["DELETE FROM cities WHERE founded < 0"]));
+    fake.push(text_reply(&[
+        "```sql\nSELECT count(*) AS n FROM cities\n```",
+    ]));
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let r = query(
+        &w,
+        &alice,
+        w.doc(CITIES),
+        json!({ "question": "How many cities?" }),
+    )
+    .await;
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.data.unwrap()["rows"], json!([[8]]));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let retry = contents(&requests[1]);
+    assert_eq!(retry.len(), 4, "{retry:?}");
+    assert_eq!(
+        retry[2],
+        (
+            "assistant".into(),
+            "DELETE FROM cities WHERE founded < 0".into()
+        )
+    );
+    assert_eq!(retry[3].0, "user");
+    assert!(
+        retry[3].1.contains("refused") && retry[3].1.contains("not DELETE"),
+        "{}",
+        retry[3].1
+    );
+}
+
+#[tokio::test]
+async fn sql_from_the_model_that_writes_or_escapes_is_refused() {
+    // (the model's two answers, words the final error must contain)
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "DROP TABLE cities",
+            "UPDATE cities SET population = 0",
+            "not UPDATE",
+        ),
+        (
+            "SELECT * FROM table_rows",
+            "```sql\nSELECT data FROM public.table_rows\n```",
+            "table_rows",
+        ),
+        (
+            "SELECT pg_sleep(10)",
+            "SELECT pg_read_file('/etc/passwd')",
+            "pg_read_file",
+        ),
+        ("I cannot help with that.", "Sorry.", "does not parse"),
+        ("", "<think>hmm</think>", "no SQL"),
+    ];
+    let (w, fake) = with_model().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let before = fingerprint(&w).await;
+    for (first, second, words) in cases {
+        fake.push(text_reply(&[first]));
+        fake.push(text_reply(&[second]));
+        let r = query(&w, &alice, w.doc(CITIES), json!({ "question": "anything" })).await;
+        assert_eq!(
+            r.code(),
+            Some(ErrorCode::InvalidArguments),
+            "{first} / {second}: {r:?}"
+        );
+        let message = r.error.unwrap().message;
+        assert!(
+            message.contains("did not write an acceptable query"),
+            "{message}"
+        );
+        assert!(message.contains(words), "{words:?} missing from {message}");
+        assert!(message.contains(CITIES_TABLE), "{message}");
+    }
+    assert_eq!(fake.requests().len(), 2 * cases.len());
+    assert_eq!(fingerprint(&w).await, before, "the database changed");
+}
+
+#[tokio::test]
+async fn a_question_about_another_spaces_document_never_reaches_the_model() {
+    let (w, fake) = with_model().await;
+    let alice = w.ctx(w.alice, None);
+    let r = query(
+        &w,
+        &alice,
+        w.doc("beta/data/salaries.csv"),
+        json!({ "question": "Who earns most?" }),
+    )
+    .await;
+    assert_eq!(r.code(), Some(ErrorCode::NotFound), "{r:?}");
+    assert!(
+        fake.requests().is_empty(),
+        "the model saw another space's table"
+    );
+}

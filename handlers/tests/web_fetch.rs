@@ -204,13 +204,14 @@ async fn failures_name_the_reason_and_say_whether_to_retry() {
     }
 
     // Without the allow-list the tests' own servers are loopback, and refused.
-    let deps = Arc::new(Deps {
-        db: w.deps.db.clone(),
-        index: w.deps.index.clone(),
-        embedder: w.deps.embedder.clone(),
-        fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
-        web_search: Default::default(),
-    });
+    let deps = Arc::new(
+        Deps::new(
+            w.deps.db.clone(),
+            w.deps.index.clone(),
+            w.deps.embedder.clone(),
+        )
+        .with_fetcher(Arc::new(Fetcher::new(FetchConfig::default()))),
+    );
     let guarded = data_plane_handlers::registry(&deps, Arc::new(NoLedger)).unwrap();
     let before = server.seen().len();
     let result = guarded

@@ -195,13 +195,14 @@ struct Setup {
 
 async fn setup(config: SearchConfig) -> Setup {
     let test = TestDatabase::create().await;
-    let deps = Arc::new(Deps {
-        db: test.db.clone(),
-        index: KeywordIndex::in_memory().unwrap(),
-        embedder: common::embedder(),
-        fetcher: Arc::new(common::local_fetcher()),
-        web_search: WebSearch::new(&config).unwrap(),
-    });
+    let deps = Arc::new(
+        Deps::new(
+            test.db.clone(),
+            KeywordIndex::in_memory().unwrap(),
+            common::embedder(),
+        )
+        .with_web_search(WebSearch::new(&config).unwrap()),
+    );
     let ledger = PgLedger::start(test.db.clone());
     let registry = data_plane_handlers::registry(&deps, Arc::new(ledger)).unwrap();
     Setup { test, registry }

@@ -186,11 +186,16 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     match global.model.agent_config() {
         Some(agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");
+            if let Some(settings) = global.model.handler_settings() {
+                state.connect_model(settings);
+            }
             state = state
                 .with_agent(agent)
                 .context("configuring the chat model")?;
         }
-        None => tracing::info!("no chat model configured (DATA_PLANE_MODEL): /v1/chat answers 503"),
+        None => tracing::info!(
+            "no chat model configured (DATA_PLANE_MODEL): /v1/chat answers 503, analyze_document and questions to query_documents are off"
+        ),
     }
     for tool in state.registry.tools() {
         tracing::info!(

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use data_plane_embed::{EmbedConfig, Provider};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_web::fetch::FetchConfig;
 use data_plane_web::search::{self, SearchConfig};
 
@@ -285,6 +286,24 @@ pub struct ModelArgs {
         value_parser = ["closed", "open", "unknown"]
     )]
     pub model_think_start: String,
+
+    /// Model requests one analyze_document sub-agent may make.
+    #[arg(
+        long,
+        env = "DATA_PLANE_ANALYZE_MAX_STEPS",
+        global = true,
+        default_value_t = 8
+    )]
+    pub analyze_max_steps: u32,
+
+    /// Tokens (prompt and completion) one analyze_document sub-agent may spend.
+    #[arg(
+        long,
+        env = "DATA_PLANE_ANALYZE_TOKEN_BUDGET",
+        global = true,
+        default_value_t = 60_000
+    )]
+    pub analyze_token_budget: u64,
 }
 
 impl ModelArgs {
@@ -305,6 +324,18 @@ impl ModelArgs {
             _ => data_plane_agent::textcalls::ThinkStart::Closed,
         };
         Some(config)
+    }
+
+    /// What analyze_document and query_documents' questions need: the same
+    /// endpoint and model, and the sub-agent's own limits.
+    pub fn handler_settings(&self) -> Option<ModelSettings> {
+        Some(ModelSettings {
+            agent: self.agent_config()?,
+            sub_agent: SubAgentLimits {
+                max_steps: self.analyze_max_steps.max(1),
+                token_budget: self.analyze_token_budget,
+            },
+        })
     }
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
-use data_plane_handlers::{Deps, PgLedger};
+use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
 use data_plane_registry::{Registry, RegistryError, Settings};
 use data_plane_search::KeywordIndex;
@@ -27,6 +27,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The model loop behind /v1/chat; `None` when no model is configured.
     pub agent: Option<Arc<Agent>>,
+    /// What the handlers share; kept to connect the language model.
+    pub deps: Arc<Deps>,
 }
 
 impl AppState {
@@ -41,13 +43,11 @@ impl AppState {
         fetcher: Arc<Fetcher>,
         web_search: WebSearch,
     ) -> Result<AppState, RegistryError> {
-        let deps = Arc::new(Deps {
-            db: db.clone(),
-            index: index.clone(),
-            embedder: embedder.clone(),
-            fetcher,
-            web_search,
-        });
+        let deps = Arc::new(
+            Deps::new(db.clone(), index.clone(), embedder.clone())
+                .with_fetcher(fetcher)
+                .with_web_search(web_search),
+        );
         let ledger = PgLedger::start(db.clone());
         let registry = Arc::new(data_plane_handlers::registry(
             &deps,
@@ -63,6 +63,7 @@ impl AppState {
             ledger,
             metrics: Arc::new(Metrics::new()),
             agent: None,
+            deps,
         })
     }
 
@@ -70,6 +71,14 @@ impl AppState {
     pub fn with_agent(mut self, config: AgentConfig) -> Result<AppState, AgentError> {
         self.agent = Some(Arc::new(Agent::new(config, self.registry.clone())?));
         Ok(self)
+    }
+
+    /// Gives analyze_document and query_documents' questions their language
+    /// model. Without this call they answer that none is configured.
+    pub fn connect_model(&self, settings: ModelSettings) {
+        if !self.deps.connect_model(settings, &self.registry) {
+            tracing::warn!("a language model was already connected; keeping the first");
+        }
     }
 
     /// The run-time settings as stored now. Read on every request that needs

@@ -11,6 +11,7 @@
 //! those, so a nested agent's end is its parent's tool result.
 
 mod agent;
+mod complete;
 mod config;
 mod error;
 mod events;
@@ -21,6 +22,7 @@ pub mod textcalls;
 pub mod testing;
 
 pub use agent::{Agent, ChatRequest, FinishReason, RunOutcome, Usage};
+pub use complete::{Completion, complete};
 pub use config::AgentConfig;
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink, SubAgentSink};

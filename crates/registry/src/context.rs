@@ -61,6 +61,10 @@ pub struct ToolContext {
     /// When set, only these tools are offered and may run (a sub-agent's
     /// allow-list).
     pub allow_list: Option<Arc<[String]>>,
+    /// When set, every call may reach only this document: the registry pins
+    /// the `document_id` argument to it (refusing another) and refuses tools
+    /// that take none (analyze_document's sub-agent).
+    pub document_scope: Option<Uuid>,
 }
 
 impl ToolContext {
@@ -74,6 +78,7 @@ impl ToolContext {
             call_id: None,
             parent_call_id: None,
             allow_list: None,
+            document_scope: None,
         }
     }
 
@@ -89,6 +94,12 @@ impl ToolContext {
 
     pub fn with_call_id(mut self, call_id: impl Into<String>) -> Self {
         self.call_id = Some(call_id.into());
+        self
+    }
+
+    /// Limits every call to one document (see `document_scope`).
+    pub fn with_document_scope(mut self, document_id: Uuid) -> Self {
+        self.document_scope = Some(document_id);
         self
     }
 

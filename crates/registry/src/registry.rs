@@ -422,10 +422,13 @@ impl Registry {
                 format!("tool {name} is not available here: {why}"),
             ));
         }
-        let args = match args {
+        let mut args = match args {
             Value::Null => Value::Object(Default::default()),
             other => other.clone(),
         };
+        if let Some(document) = ctx.document_scope {
+            pin_document(&entry.name, &entry.definition, &mut args, document)?;
+        }
         let violations: Vec<String> = entry
             .validator
             .iter_errors(&args)
@@ -493,5 +496,120 @@ impl Registry {
             }
             Ok(Ok(result)) => result,
         }
+    }
+}
+
+/// Holds a call to the one document its context is scoped to: a missing
+/// `document_id` becomes that document, another one is refused, and a tool
+/// without the argument cannot be limited and is refused too. Checked here,
+/// before the handler, so no tool has to remember it.
+fn pin_document(
+    name: &str,
+    definition: &Value,
+    args: &mut Value,
+    document: uuid::Uuid,
+) -> Result<(), ToolError> {
+    let takes_document = definition
+        .pointer("/parameters/properties/document_id")
+        .is_some();
+    let Some(map) = args.as_object_mut().filter(|_| takes_document) else {
+        return Err(ToolError::new(
+            ErrorCode::NotAvailable,
+            format!(
+                "tool {name} is not available here: this agent may read only document {document}"
+            ),
+        ));
+    };
+    match map.get("document_id") {
+        None | Some(Value::Null) => {
+            map.insert("document_id".into(), Value::String(document.to_string()));
+            Ok(())
+        }
+        Some(Value::String(given)) if uuid::Uuid::parse_str(given).ok() == Some(document) => Ok(()),
+        Some(given) => Err(ToolError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "document_id {} is out of reach: this agent may read only document {document}; leave document_id out or pass {document}",
+                given
+                    .as_str()
+                    .map_or_else(|| given.to_string(), str::to_string)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scoped_call_is_pinned_to_its_document() {
+        let doc = uuid::Uuid::from_u128(7);
+        let other = uuid::Uuid::from_u128(8);
+        let with_id =
+            json!({ "parameters": { "properties": { "document_id": {}, "pattern": {} } } });
+        let without = json!({ "parameters": { "properties": { "pattern": {} } } });
+        // (definition, arguments, arguments after pinning or the error code and words)
+        let check =
+            |definition: &Value, args: Value, expected: Result<Value, (ErrorCode, &str)>| {
+                let mut pinned = args.clone();
+                let got = pin_document("tool_x", definition, &mut pinned, doc);
+                match (got, expected) {
+                    (Ok(()), Ok(want)) => assert_eq!(pinned, want, "{args}"),
+                    (Err(e), Err((code, words))) => {
+                        assert_eq!(e.code, code, "{args}: {e}");
+                        assert!(e.message.contains(words), "{args}: {e}");
+                    }
+                    (got, want) => panic!("{args}: got {got:?}, expected {want:?}"),
+                }
+            };
+        check(
+            &with_id,
+            json!({ "pattern": "a" }),
+            Ok(json!({ "pattern": "a", "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": null }),
+            Ok(json!({ "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": doc }),
+            Ok(json!({ "document_id": doc })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": doc.to_string().to_uppercase() }),
+            Ok(json!({ "document_id": doc.to_string().to_uppercase() })),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": other }),
+            Err((
+                ErrorCode::PermissionDenied,
+                &format!("document_id {other} is out of reach"),
+            )),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": 42 }),
+            Err((ErrorCode::PermissionDenied, "out of reach")),
+        );
+        check(
+            &with_id,
+            json!({ "document_id": "not-a-uuid" }),
+            Err((ErrorCode::PermissionDenied, "not-a-uuid")),
+        );
+        check(
+            &without,
+            json!({ "pattern": "a" }),
+            Err((ErrorCode::NotAvailable, "tool tool_x is not available here")),
+        );
+        check(
+            &with_id,
+            json!([1]),
+            Err((ErrorCode::NotAvailable, "may read only document")),
+        );
     }
 }

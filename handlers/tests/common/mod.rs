@@ -31,7 +31,7 @@ use uuid::Uuid;
 pub struct World {
     pub test: TestDatabase,
     pub deps: Arc<Deps>,
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
     pub ledger: PgLedger,
     pub alice: Uuid,
     pub bob: Uuid,
@@ -167,15 +167,12 @@ impl World {
             .catch_up()
             .await
             .unwrap();
-        let deps = Arc::new(Deps {
-            db: db.clone(),
-            index,
-            embedder,
-            fetcher: Arc::new(local_fetcher()),
-            web_search: Default::default(),
-        });
+        let deps = Arc::new(
+            Deps::new(db.clone(), index, embedder).with_fetcher(Arc::new(local_fetcher())),
+        );
         let ledger = PgLedger::start(db.clone());
-        let registry = data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap();
+        let registry =
+            Arc::new(data_plane_handlers::registry(&deps, Arc::new(ledger.clone())).unwrap());
         World {
             test,
             deps,
