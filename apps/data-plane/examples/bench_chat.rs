@@ -125,8 +125,8 @@ impl Bench {
     }
 }
 
-/// Serves like `data-plane serve` (which leaves Nagle's algorithm on), or
-/// with TCP_NODELAY on every accepted socket.
+/// Serves like `data-plane serve` (TCP_NODELAY on every accepted socket),
+/// or with Nagle's algorithm left on, to show what that costs.
 async fn serve(state: AppState, nodelay: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -273,7 +273,7 @@ async fn first_event_latency(b: &Bench, model: &FakeModel, nodelay: bool) {
         }
     }
     samples.sort_by(f64::total_cmp);
-    let name = if nodelay { "_nodelay" } else { "" };
+    let name = if nodelay { "" } else { "_nagle" };
     for p in [50.0, 95.0, 99.0] {
         println!(
             "chat_first_byte_to_event{name}_p{p:.0}_ms {:.3}",
