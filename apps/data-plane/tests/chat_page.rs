@@ -17,6 +17,7 @@ use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, tool_calls_reply};
 use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
@@ -31,6 +32,9 @@ const SPACE: &str = "handbook";
 const ANSWER_START: &str = "VACUUM reclaims ";
 const ANSWER_END: &str = "the space dead tuples leave behind. <img src=x onerror=alert(1)>";
 const SLOW_TEXT: &str = "Thinking slowly";
+const NESTED_QUESTION: &str = "Analyse the vacuum page.";
+const NESTED_TEXT: &str = "The page says VACUUM reclaims storage.";
+const NESTED_ANSWER: &str = "The analysis is in.";
 
 fn model_dir() -> PathBuf {
     std::env::var("DATA_PLANE_MODEL_DIR")
@@ -50,6 +54,8 @@ struct World {
     state: AppState,
     admin: Uuid,
     viewer: Uuid,
+    /// maintenance/vacuum.md, the one document of the space.
+    document: Uuid,
 }
 
 async fn world() -> World {
@@ -88,6 +94,13 @@ async fn world() -> World {
         )
         .await
         .unwrap();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let document: Uuid =
+        sqlx::query_scalar("SELECT id FROM documents WHERE path = 'maintenance/vacuum.md'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
     let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
     let state = AppState::new(
         db,
@@ -107,6 +120,7 @@ async fn world() -> World {
         state,
         admin,
         viewer,
+        document,
     }
 }
 
@@ -208,10 +222,11 @@ fn browser() -> Browser {
     }
 }
 
-/// The model's side of the three turns the browser has: a search, then an
+/// The model's side of the four turns the browser has: a search, then an
 /// answer in two parts with a pause between; a reply that never ends (for
-/// Stop); an upstream failure.
-fn script(model: &FakeModel) {
+/// Stop); an upstream failure; analyze_document, whose sub-agent (the same
+/// model) reads the document and answers, then the final answer.
+fn script(model: &FakeModel, document: Uuid) {
     model.push(tool_calls_reply(&[ScriptedCall {
         id: "call_search_1",
         name: "search_documents",
@@ -235,6 +250,32 @@ fn script(model: &FakeModel) {
         status: 500,
         body: json!({"error": {"message": "scripted failure", "type": "server_error"}}).to_string(),
     });
+    let analyze_args =
+        json!({"document_id": document, "question": "what does it say?"}).to_string();
+    let (head, tail) = analyze_args.split_at(20);
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_analyze_1",
+        name: "analyze_document",
+        fragments: &[head, tail],
+    }]));
+    // The sub-agent's own turns: read the document it is pinned to, answer.
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_read_1",
+        name: "read_document",
+        fragments: &["{\"max_length\": 500}"],
+    }]));
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({ "role": "assistant", "content": "" }), None)),
+        Piece::Chunk(chunk(json!({ "content": NESTED_TEXT }), None)),
+        Piece::Chunk(chunk(json!({}), Some("stop"))),
+        Piece::Done,
+    ]));
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({ "role": "assistant", "content": "" }), None)),
+        Piece::Chunk(chunk(json!({ "content": NESTED_ANSWER }), None)),
+        Piece::Chunk(chunk(json!({}), Some("stop"))),
+        Piece::Done,
+    ]));
 }
 
 fn roles(messages: &Value) -> Vec<String> {
@@ -252,13 +293,19 @@ async fn the_chat_page_works_in_headless_chromium() {
     let browser = browser();
     let w = world().await;
     let model = FakeModel::start().await;
-    script(&model);
+    script(&model, w.document);
     let mut config = AgentConfig::new(model.base_url(), "test-model");
     config.api_key = Some("sk-test".into());
     // The reply that never ends must outlast the browser's Stop.
     config.first_byte_timeout = Duration::from_secs(30);
     config.idle_timeout = Duration::from_secs(30);
-    let base = serve(w.state.clone().with_agent(config).unwrap()).await;
+    let state = w.state.clone();
+    // analyze_document's sub-agent talks to the same model.
+    state.connect_model(ModelSettings {
+        agent: config.clone(),
+        sub_agent: SubAgentLimits::default(),
+    });
+    let base = serve(state.with_agent(config).unwrap()).await;
     let admin = w.token(w.admin, Permission::Admin);
     let viewer = w.token(w.viewer, Permission::User);
 
@@ -285,6 +332,9 @@ async fn the_chat_page_works_in_headless_chromium() {
         .env("ANSWER_START", ANSWER_START)
         .env("ANSWER_END", ANSWER_END)
         .env("SLOW_TEXT", SLOW_TEXT)
+        .env("NESTED_QUESTION", NESTED_QUESTION)
+        .env("NESTED_TEXT", NESTED_TEXT)
+        .env("NESTED_ANSWER", NESTED_ANSWER)
         .env("SHOT_DIR", &shots)
         .env("CHROMIUM", &browser.chromium)
         .kill_on_drop(true);
@@ -349,6 +399,19 @@ async fn the_chat_page_works_in_headless_chromium() {
     let third = &requests[3]["messages"];
     let last = third.as_array().unwrap().last().unwrap();
     assert_eq!(last["content"], "And once more?", "{third:#}");
+    // The sub-agent was offered only its read-only tools, and its read was
+    // pinned to the document.
+    assert_eq!(requests.len(), 8, "{requests:#?}");
+    let offered: Vec<&str> = requests[5]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !offered.contains(&"analyze_document") && offered.contains(&"read_document"),
+        "the sub-agent was offered {offered:?}"
+    );
 
     // The switch the browser flipped is stored: web_search is offered now.
     let r = reqwest::Client::new()
@@ -368,7 +431,7 @@ async fn the_chat_page_works_in_headless_chromium() {
         "{tools:#}"
     );
 
-    for shot in ["chat.png", "narrow.png", "admin.png"] {
+    for shot in ["chat.png", "nested.png", "narrow.png", "admin.png"] {
         let bytes = std::fs::read(shots.join(shot)).unwrap();
         assert!(
             bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,

@@ -1,14 +1,15 @@
 // Drives the chat page in headless Chromium against a running server whose
 // model is scripted by the caller (apps/data-plane/tests/chat_page.rs):
 // token, space, a turn with a tool call and a streamed answer, Stop on a
-// reply that never ends, an upstream error, and the admin switch for web
-// search. Exits non-zero, naming the step, on the first thing that is wrong.
+// reply that never ends, an upstream error, a nested agent's progress under
+// its tool card, and the admin switch for web search. Exits non-zero, naming the step, on the first thing that is wrong.
 //
 // Environment: DATA_PLANE_URL, ADMIN_TOKEN, USER_TOKEN, SPACE_NAME, what the
 // scripted model does (TOOL_NAME, TOOL_ARGS_TEXT: part of the arguments as
 // shown, RESULT_TEXT: part of the tool's result, ANSWER_START and
 // ANSWER_END: the answer's two streamed parts, SLOW_TEXT: the start of the
-// reply that never ends), SHOT_DIR (screenshots), CHROMIUM (the browser).
+// reply that never ends, NESTED_QUESTION, NESTED_TEXT: what the nested agent
+// says, NESTED_ANSWER: the answer after it), SHOT_DIR (screenshots), CHROMIUM (the browser).
 
 import { chromium } from "playwright-core";
 
@@ -28,6 +29,9 @@ const resultText = env("RESULT_TEXT");
 const answerStart = env("ANSWER_START");
 const answerEnd = env("ANSWER_END");
 const slowText = env("SLOW_TEXT");
+const nestedQuestion = env("NESTED_QUESTION");
+const nestedText = env("NESTED_TEXT");
+const nestedAnswer = env("NESTED_ANSWER");
 const shotDir = env("SHOT_DIR");
 const executablePath = env("CHROMIUM");
 
@@ -131,6 +135,28 @@ try {
   const failed = page.locator(".message.assistant").nth(2);
   await failed.locator(".error-box[role='alert']").waitFor();
   check((await failed.getAttribute("data-state")) === "error", "the failed reply is not marked as an error");
+
+  step("the nested agent's progress unfolds under its tool card");
+  await message.fill(nestedQuestion);
+  await message.press("Enter");
+  const nestedTurn = page.locator(".message.assistant").nth(3);
+  const parent = nestedTurn.locator(".tool", { has: page.locator(".tool-name", { hasText: "analyze_document" }) }).first();
+  await parent.waitFor();
+  const box = parent.locator(".subagent");
+  await box.locator(".subagent-task").waitFor();
+  const inner = box.locator(".nested-tool", { has: page.locator(".tool-name", { hasText: "read_document" }) });
+  // Nested cards start folded: their result is in the page but not shown.
+  await inner.locator(".tool-result").waitFor({ state: "attached" });
+  check((await inner.getAttribute("data-state")) === "ok", "the nested read_document did not succeed");
+  const innerResult = await textOf(inner.locator(".tool-result"));
+  check(innerResult.includes("VACUUM reclaims storage"), `the nested result reads ${innerResult.slice(0, 200)}`);
+  await box.locator(".subagent-text", { hasText: nestedText }).waitFor();
+  await box.locator(".subagent-end").waitFor();
+  await nestedTurn.locator(".text", { hasText: nestedAnswer }).waitFor();
+  await page.locator(".message.assistant[data-state='done']").nth(1).waitFor();
+  check((await parent.getAttribute("data-state")) === "ok", "analyze_document's card does not show success");
+  await parent.scrollIntoViewIfNeeded();
+  await parent.screenshot({ path: `${shotDir}/nested.png` });
 
   step("the page fits a narrow screen");
   await page.setViewportSize({ width: 380, height: 800 });
