@@ -7,16 +7,12 @@
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
 
-use data_plane::auth::{JwtKeys, ServiceTokens};
-use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, ScriptedCall, text_reply, tool_calls_reply};
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
@@ -24,23 +20,11 @@ use data_plane_store::testing::TestDatabase;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-fn model_dir() -> std::path::PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
 #[tokio::test]
 async fn analyze_document_streams_its_sub_agent_over_sse() {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
-    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let embedder = common::embedder();
     let mut tx = db.begin(Scope::System).await.unwrap();
     let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
         .await
@@ -77,19 +61,8 @@ async fn analyze_document_streams_its_sub_agent_over_sse() {
     }]));
     fake.push(text_reply(&["It says VACUUM ", "reclaims dead tuples."]));
 
-    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
-    let state = AppState::new(
-        db.clone(),
-        KeywordIndex::in_memory().unwrap(),
-        embedder,
-        jwt.clone(),
-        ServiceTokens::parse("").unwrap(),
-        std::sync::Arc::new(data_plane_web::fetch::Fetcher::new(
-            data_plane_web::fetch::FetchConfig::default(),
-        )),
-        Default::default(),
-    )
-    .unwrap();
+    let jwt = common::jwt();
+    let state = common::state(db.clone(), embedder, jwt.clone());
     state.connect_model(ModelSettings {
         agent: AgentConfig::new(fake.base_url(), "test-model"),
         sub_agent: SubAgentLimits::default(),

@@ -7,18 +7,17 @@
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::auth::JwtKeys;
 use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{
     FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply, unused_base_url,
 };
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
@@ -39,29 +38,10 @@ struct World {
     doc: Uuid,
 }
 
-fn model_dir() -> std::path::PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
-async fn serve(state: AppState) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
-    base
-}
-
 async fn world() -> World {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
-    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let embedder = common::embedder();
     let mut tx = db.begin(Scope::System).await.unwrap();
     let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
         .await
@@ -89,19 +69,8 @@ async fn world() -> World {
         .await
         .unwrap()
         .document_id;
-    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
-    let state = AppState::new(
-        db,
-        KeywordIndex::in_memory().unwrap(),
-        embedder,
-        jwt.clone(),
-        ServiceTokens::parse("").unwrap(),
-        std::sync::Arc::new(data_plane_web::fetch::Fetcher::new(
-            data_plane_web::fetch::FetchConfig::default(),
-        )),
-        Default::default(),
-    )
-    .unwrap();
+    let jwt = common::jwt();
+    let state = common::state(db, embedder, jwt.clone());
     World {
         test,
         jwt,
@@ -132,7 +101,7 @@ impl World {
         config.max_steps = 4;
         config.first_byte_timeout = Duration::from_millis(500);
         config.idle_timeout = Duration::from_millis(500);
-        serve(self.state.clone().with_agent(config).unwrap()).await
+        common::serve(self.state.clone().with_agent(config).unwrap()).await
     }
 }
 
@@ -370,7 +339,7 @@ async fn model_failures_end_the_stream_with_an_error_event() {
 #[tokio::test]
 async fn without_a_model_chat_answers_503_and_the_rest_works() {
     let w = world().await;
-    let base = serve(w.state.clone()).await;
+    let base = common::serve(w.state.clone()).await;
     let (status, body) =
         json_of(post_chat(&base, &w.alice(), &json!({ "messages": [user("hi")] })).await).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -503,7 +472,7 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
     }]));
     let mut config = AgentConfig::new(model.base_url(), "test-model");
     config.idle_timeout = Duration::from_secs(30);
-    let base = serve(w.state.clone().with_agent(config).unwrap()).await;
+    let base = common::serve(w.state.clone().with_agent(config).unwrap()).await;
     let r = post_chat(
         &base,
         &w.alice(),

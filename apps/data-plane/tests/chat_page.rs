@@ -8,18 +8,17 @@
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::auth::JwtKeys;
 use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, tool_calls_reply};
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
@@ -36,18 +35,6 @@ const NESTED_QUESTION: &str = "Analyse the vacuum page.";
 const NESTED_TEXT: &str = "The page says VACUUM reclaims storage.";
 const NESTED_ANSWER: &str = "The analysis is in.";
 
-fn model_dir() -> PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
 struct World {
     _test: TestDatabase,
     jwt: JwtKeys,
@@ -61,7 +48,7 @@ struct World {
 async fn world() -> World {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
-    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let embedder = common::embedder();
     let mut tx = db.begin(Scope::System).await.unwrap();
     let admin = identity::upsert_user(&mut tx, "root@example.com", Some(Permission::Admin))
         .await
@@ -101,19 +88,8 @@ async fn world() -> World {
             .await
             .unwrap();
     tx.commit().await.unwrap();
-    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
-    let state = AppState::new(
-        db,
-        KeywordIndex::in_memory().unwrap(),
-        embedder,
-        jwt.clone(),
-        ServiceTokens::parse("").unwrap(),
-        std::sync::Arc::new(data_plane_web::fetch::Fetcher::new(
-            data_plane_web::fetch::FetchConfig::default(),
-        )),
-        Default::default(),
-    )
-    .unwrap();
+    let jwt = common::jwt();
+    let state = common::state(db, embedder, jwt.clone());
     World {
         _test: test,
         jwt,
@@ -132,17 +108,10 @@ impl World {
     }
 }
 
-async fn serve(state: AppState) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
-    base
-}
-
 #[tokio::test]
 async fn the_page_and_its_assets_are_served_from_the_binary() {
     let w = world().await;
-    let base = serve(w.state.clone()).await;
+    let base = common::serve(w.state.clone()).await;
     // (path, status, content type, a piece of the body)
     let cases = [
         ("/", 200, "text/html", "<title>data-plane chat</title>"),
@@ -305,7 +274,7 @@ async fn the_chat_page_works_in_headless_chromium() {
         agent: config.clone(),
         sub_agent: SubAgentLimits::default(),
     });
-    let base = serve(state.with_agent(config).unwrap()).await;
+    let base = common::serve(state.with_agent(config).unwrap()).await;
     let admin = w.token(w.admin, Permission::Admin);
     let viewer = w.token(w.viewer, Permission::User);
 

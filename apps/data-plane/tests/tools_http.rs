@@ -7,18 +7,15 @@
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
 
 use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::testing::TestDatabase;
-use data_plane_web::fetch::{FetchConfig, Fetcher};
 use data_plane_web::search::{SearchConfig, WebSearch};
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -42,25 +39,6 @@ struct World {
     secret_doc: Uuid,
 }
 
-fn model_dir() -> std::path::PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
-async fn serve(state: AppState) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
-    base
-}
-
 async fn world() -> World {
     world_with(WebSearch::default()).await
 }
@@ -69,7 +47,7 @@ async fn world() -> World {
 async fn world_with(web_search: WebSearch) -> World {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
-    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let embedder = common::embedder();
     let mut tx = db.begin(Scope::System).await.unwrap();
     let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
         .await
@@ -125,23 +103,20 @@ async fn world_with(web_search: WebSearch) -> World {
         .await
         .unwrap()
         .document_id;
-    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
+    let jwt = common::jwt();
     let services = ServiceTokens::parse(&format!("billing={SERVICE_TOKEN}")).unwrap();
     let make = || {
-        AppState::new(
+        common::state_with(
             db.clone(),
-            KeywordIndex::in_memory().unwrap(),
             embedder.clone(),
             jwt.clone(),
             services.clone(),
-            Arc::new(Fetcher::new(FetchConfig::default())),
             web_search.clone(),
         )
-        .unwrap()
     };
     let state = make();
-    let base = serve(state.clone()).await;
-    let replica = serve(make()).await;
+    let base = common::serve(state.clone()).await;
+    let replica = common::serve(make()).await;
     World {
         test,
         jwt,

@@ -6,16 +6,12 @@
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
 
-use data_plane::auth::{JwtKeys, ServiceTokens};
-use data_plane::state::AppState;
-use data_plane_embed::{EmbedConfig, Embedder};
-use data_plane_search::KeywordIndex;
+use data_plane::auth::JwtKeys;
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::testing::TestDatabase;
-use data_plane_web::fetch::{FetchConfig, Fetcher};
 use serde_json::Value;
 
 struct Server {
@@ -24,36 +20,11 @@ struct Server {
     test: TestDatabase,
 }
 
-fn model_dir() -> std::path::PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
 async fn start() -> Server {
     let test = TestDatabase::create().await;
-    let embedder = Embedder::from_config(&EmbedConfig::local(model_dir()))
-        .unwrap_or_else(|e| panic!("the local model is needed (run `make setup`): {e}"));
-    let jwt = JwtKeys::new(b"test-secret-test-secret-test-secret!");
-    let state = AppState::new(
-        test.db.clone(),
-        KeywordIndex::in_memory().unwrap(),
-        Arc::new(embedder),
-        jwt.clone(),
-        ServiceTokens::default(),
-        Arc::new(Fetcher::new(FetchConfig::default())),
-        Default::default(),
-    )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    let jwt = common::jwt();
+    let state = common::state(test.db.clone(), common::embedder(), jwt.clone());
+    let base = common::serve(state).await;
     Server { base, jwt, test }
 }
 

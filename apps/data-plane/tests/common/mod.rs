@@ -1,0 +1,84 @@
+//! What the server's integration tests share: where the local model lives,
+//! the secret their tokens are signed with, a server state over a test
+//! database, and serving it on 127.0.0.1.
+
+// Each test binary uses its own part of this module; test helpers report
+// failure by panicking, like the tests that call them.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use data_plane::auth::{JwtKeys, ServiceTokens};
+use data_plane::state::AppState;
+use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_search::KeywordIndex;
+use data_plane_store::Db;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
+use data_plane_web::search::WebSearch;
+
+/// The all-MiniLM-L6-v2 files `make setup` fetches.
+pub fn model_dir() -> PathBuf {
+    std::env::var("DATA_PLANE_MODEL_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../.data/model/all-MiniLM-L6-v2"
+            )
+            .into()
+        })
+}
+
+/// The local embedding model, or a failure that says how to get it.
+pub fn embedder() -> Arc<Embedder> {
+    Arc::new(
+        Embedder::from_config(&EmbedConfig::local(model_dir()))
+            .unwrap_or_else(|e| panic!("the local model is needed (run `make setup`): {e}")),
+    )
+}
+
+/// The key every test signs its bearer tokens with.
+pub fn jwt() -> JwtKeys {
+    JwtKeys::new(b"test-secret-test-secret-test-secret!")
+}
+
+/// A server state over `db` with an in-memory keyword index, the default
+/// fetcher and the given services and web-search providers.
+pub fn state_with(
+    db: Db,
+    embedder: Arc<Embedder>,
+    jwt: JwtKeys,
+    services: ServiceTokens,
+    web_search: WebSearch,
+) -> AppState {
+    AppState::new(
+        db,
+        KeywordIndex::in_memory().unwrap(),
+        embedder,
+        jwt,
+        services,
+        Arc::new(Fetcher::new(FetchConfig::default())),
+        web_search,
+    )
+    .unwrap()
+}
+
+/// The same without service tokens or web-search providers.
+pub fn state(db: Db, embedder: Arc<Embedder>, jwt: JwtKeys) -> AppState {
+    state_with(
+        db,
+        embedder,
+        jwt,
+        ServiceTokens::default(),
+        WebSearch::default(),
+    )
+}
+
+/// Serves `state` on 127.0.0.1 and answers its base URL.
+pub async fn serve(state: AppState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    base
+}
