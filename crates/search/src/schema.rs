@@ -13,9 +13,11 @@ use uuid::Uuid;
 
 use crate::ChunkDoc;
 
-/// Bumped whenever analysis changes in a way the schema cannot show (a filter
-/// added to a tokenizer, say); an index written by another version is rebuilt.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Bumped whenever analysis or storage changes in a way the schema cannot show
+/// (a filter added to a tokenizer, say); an index written by another version is
+/// rebuilt. Version 2: built without Tantivy's zstd, which version 1 could use
+/// for the document-id dictionary and this build cannot read.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// Tokens longer than this (in bytes) are dropped: they are hashes, base64 or
 /// minified code, never words someone types, and they bloat the dictionary.
