@@ -5,7 +5,6 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-BIN := ./target/release/data-plane
 DEMO_CORPUS ?= .data/corpus/demo
 DEMO_SPACE ?= demo
 
@@ -34,16 +33,15 @@ export DATA_PLANE_TEST_APP_PASSWORD ?= data_plane_app
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
 
-setup: ## install and start what is missing: packages, pgvector, PostgreSQL, roles, model, demo corpus
+setup: ## install and start what is missing: packages, pgvector, PostgreSQL, roles, model, demo corpus, Chromium for the browser test
 	bash scripts/setup.sh
 
 build: ## build the release binary
 	cargo build --release -p data-plane
 
-run: setup build ## set up, build, migrate, ingest the demo corpus and serve
-	$(BIN) migrate
-	$(BIN) ingest $(DEMO_CORPUS) --space $(DEMO_SPACE)
-	exec $(BIN) serve
+# The release build runs beside the set-up (scripts/run.sh says why).
+run: ## set up, build, migrate, ingest the demo corpus and serve
+	DEMO_CORPUS=$(DEMO_CORPUS) DEMO_SPACE=$(DEMO_SPACE) bash scripts/run.sh
 
 # nextest runs each test in its own process (faster here, clearer failures)
 # but does not run doc tests, hence the second command.

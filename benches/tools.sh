@@ -3,7 +3,8 @@
 # a real `data-plane serve` (release build) on 127.0.0.1 driven by wrk, each
 # tool at 1 connection (latency) and at 64 connections (throughput), printing
 # p50/p95/p99 in ms and requests/s. wrk and the server share the machine's
-# cores, so throughput figures are a floor. BENCH_SECONDS sets each run's length.
+# cores, so throughput figures are a floor. BENCH_SECONDS sets each run's length,
+# BENCH_ONLY picks benchmarks by name, BENCH_BIN runs a binary built elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +27,14 @@ if ! psql "$OWNER_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'" | 
     bash benches/search.sh >/dev/null
 fi
 
-cargo build --release -q -p data-plane
-BIN=./target/release/data-plane
+# BENCH_BIN runs a binary built elsewhere (another profile, an older commit),
+# to compare two builds on the same corpus.
+if [[ -n "${BENCH_BIN:-}" ]]; then
+    BIN="$BENCH_BIN"
+else
+    cargo build --release -q -p data-plane
+    BIN=./target/release/data-plane
+fi
 mkdir -p "$DATA"
 ln -sfn "$PWD/.data/bench/search-index" "$DATA/index"
 export DATABASE_URL="postgres://data_plane_app:data_plane_app@127.0.0.1:5432/$DB"
@@ -137,6 +144,8 @@ searches() {
 bench() {
     local name=$1 tool=$2
     shift 2
+    # BENCH_ONLY="document_info search_hybrid" runs only those.
+    if [[ -n "${BENCH_ONLY:-}" && " $BENCH_ONLY " != *" $name "* ]]; then return; fi
     for c in 1 64; do run "$name" "$tool" "$c" "$@"; done
 }
 
