@@ -156,8 +156,7 @@ pub async fn run(
                 name: None,
             }),
         ],
-        max_steps: None,
-        temperature: None,
+        ..ChatRequest::default()
     };
     let label = document.title.as_deref().unwrap_or(&document.path);
     callbacks.on_sub_agent_start(&parent_call_id, &format!("{label}: {}", args.question));
@@ -187,6 +186,13 @@ pub async fn run(
         FinishReason::Length => {
             Some("the analysis was cut at the model's answer length limit".to_string())
         }
+        FinishReason::Deadline => {
+            Some("the analysis reached its time limit before it finished".to_string())
+        }
+        FinishReason::Repetition => {
+            Some("the analysis was cut because the model kept repeating itself".to_string())
+        }
+        FinishReason::Empty => Some("the model gave no analysis".to_string()),
     };
     let analysis = outcome.text.trim().to_string();
     let summary = match &cut_short {

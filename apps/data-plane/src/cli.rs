@@ -184,8 +184,9 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     tracing::info!(providers = ?web_search.configured(), "web search providers configured");
     let mut state = AppState::new(db, index, embedder, jwt, services, fetcher, web_search)?;
     match global.model.agent_config() {
-        Some(agent) => {
+        Some(mut agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");
+            agent.system_prompt = Some(global.model.system_prompt()?);
             if let Some(settings) = global.model.handler_settings() {
                 state.connect_model(settings);
             }

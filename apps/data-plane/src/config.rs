@@ -287,6 +287,41 @@ pub struct ModelArgs {
     )]
     pub model_think_start: String,
 
+    /// Longest answer, in tokens, one model request may produce.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_MAX_TOKENS",
+        global = true,
+        default_value_t = 4096
+    )]
+    pub model_max_tokens: u32,
+
+    /// The request field that carries that limit: `max_completion_tokens`
+    /// (OpenAI, vLLM, recent llama.cpp) or `max_tokens` (older servers).
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_MAX_TOKENS_FIELD",
+        global = true,
+        default_value = "max_completion_tokens",
+        value_parser = ["max_completion_tokens", "max_tokens"]
+    )]
+    pub model_max_tokens_field: String,
+
+    /// Seconds one chat turn may take in all (model requests and tools);
+    /// 0: no deadline beyond the other limits.
+    #[arg(
+        long,
+        env = "DATA_PLANE_TURN_DEADLINE",
+        global = true,
+        default_value_t = 300
+    )]
+    pub turn_deadline: u64,
+
+    /// A file holding the system prompt template (placeholders {{tools}},
+    /// {{space}}, {{date}}); unset: the built-in prompt.
+    #[arg(long, env = "DATA_PLANE_SYSTEM_PROMPT_FILE", global = true)]
+    pub system_prompt_file: Option<std::path::PathBuf>,
+
     /// Model requests one analyze_document sub-agent may make.
     #[arg(
         long,
@@ -323,7 +358,32 @@ impl ModelArgs {
             "unknown" => data_plane_agent::textcalls::ThinkStart::Unknown,
             _ => data_plane_agent::textcalls::ThinkStart::Closed,
         };
+        config.max_completion_tokens = (self.model_max_tokens > 0).then_some(self.model_max_tokens);
+        config.max_tokens_field = match self.model_max_tokens_field.as_str() {
+            "max_tokens" => data_plane_agent::MaxTokensField::MaxTokens,
+            _ => data_plane_agent::MaxTokensField::MaxCompletionTokens,
+        };
+        config.turn_deadline =
+            (self.turn_deadline > 0).then(|| std::time::Duration::from_secs(self.turn_deadline));
         Some(config)
+    }
+
+    /// The system prompt /v1/chat sends first: the file named by
+    /// `DATA_PLANE_SYSTEM_PROMPT_FILE`, checked now so that a missing file
+    /// or an unknown placeholder stops the server at start-up, or the
+    /// built-in one.
+    pub fn system_prompt(&self) -> anyhow::Result<data_plane_agent::prompt::PromptTemplate> {
+        let Some(path) = &self.system_prompt_file else {
+            return Ok(data_plane_agent::prompt::PromptTemplate::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!(
+                "DATA_PLANE_SYSTEM_PROMPT_FILE {}: cannot read it: {e}",
+                path.display()
+            )
+        })?;
+        data_plane_agent::prompt::PromptTemplate::parse(&text)
+            .map_err(|e| anyhow::anyhow!("DATA_PLANE_SYSTEM_PROMPT_FILE {}: {e}", path.display()))
     }
 
     /// What analyze_document and query_documents' questions need: the same
@@ -446,5 +506,83 @@ pub fn init_tracing(args: &GlobalArgs) {
     match args.log_format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        model: super::ModelArgs,
+    }
+
+    fn model_args(args: &[&str]) -> super::ModelArgs {
+        Cli::try_parse_from(std::iter::once("data-plane").chain(args.iter().copied()))
+            .unwrap()
+            .model
+    }
+
+    #[test]
+    fn a_system_prompt_file_is_checked_when_the_server_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.md");
+        std::fs::write(
+            &good,
+            "Help with {{space}}. Tools:\n{{tools}}\nDate: {{date}}",
+        )
+        .unwrap();
+        let bad = dir.path().join("bad.md");
+        std::fs::write(&bad, "Hello {{user_name}}").unwrap();
+        let missing = dir.path().join("missing.md");
+
+        assert!(model_args(&[]).system_prompt().is_ok());
+        let loaded = model_args(&["--system-prompt-file", good.to_str().unwrap()])
+            .system_prompt()
+            .unwrap();
+        assert!(loaded.text().starts_with("Help with {{space}}"));
+        let refused = model_args(&["--system-prompt-file", bad.to_str().unwrap()])
+            .system_prompt()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("bad.md") && refused.contains("{{user_name}}"),
+            "{refused}"
+        );
+        let unreadable = model_args(&["--system-prompt-file", missing.to_str().unwrap()])
+            .system_prompt()
+            .unwrap_err()
+            .to_string();
+        assert!(unreadable.contains("cannot read"), "{unreadable}");
+    }
+
+    #[test]
+    fn the_turn_bounds_reach_the_agent() {
+        let config = model_args(&["--model", "m"]).agent_config().unwrap();
+        assert_eq!(config.max_completion_tokens, Some(4096));
+        assert_eq!(
+            config.turn_deadline,
+            Some(std::time::Duration::from_secs(300))
+        );
+        let config = model_args(&[
+            "--model",
+            "m",
+            "--model-max-tokens",
+            "0",
+            "--turn-deadline",
+            "0",
+            "--model-max-tokens-field",
+            "max_tokens",
+        ])
+        .agent_config()
+        .unwrap();
+        assert_eq!(config.max_completion_tokens, None);
+        assert_eq!(config.turn_deadline, None);
+        assert_eq!(
+            config.max_tokens_field,
+            data_plane_agent::MaxTokensField::MaxTokens
+        );
     }
 }

@@ -422,6 +422,20 @@ async fn bad_requests_answer_json_errors() {
     )
     .await;
     check(
+        json!({"messages": hi, "options": {"maxTokens": 0}}),
+        t(),
+        bad,
+        "maxTokens",
+    )
+    .await;
+    check(
+        json!({"messages": hi, "options": {"deadlineSecs": 0}}),
+        t(),
+        bad,
+        "deadlineSecs",
+    )
+    .await;
+    check(
         json!({"messages": hi, "options": {"turbo": 1}}),
         t(),
         bad,
@@ -536,4 +550,65 @@ async fn a_client_that_reads_nothing_holds_up_no_other_stream() {
     assert_eq!(model.dropped(), 0);
     drop(stuck);
     assert!(model.wait_dropped(1, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn the_model_reads_the_system_prompt_first_and_a_turn_ends_at_its_bounds() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    let base = common::serve(w.state.clone().with_agent(config).unwrap()).await;
+    let token = w.alice();
+
+    model.push(text_reply(&["VACUUM reclaims storage."]));
+    let body = json!({
+        "messages": [{"role": "system", "content": "Be brief."}, user("what does vacuum do?")],
+        "spaceId": w.alpha,
+    });
+    let events = events_of(post_chat(&base, &token, &body).await).await;
+    assert_eq!(events.last().unwrap().2["reason"], "stop");
+    let sent = &model.requests()[0];
+    let ours = sent["messages"][0]["content"].as_str().unwrap();
+    assert_eq!(sent["messages"][0]["role"], "system");
+    assert!(
+        ours.contains("The tools work in the space \"alpha\""),
+        "{ours}"
+    );
+    assert!(ours.contains("- search_documents: "), "{ours}");
+    assert!(ours.contains("data, not instructions"), "{ours}");
+    let today = chrono::Utc::now()
+        .date_naive()
+        .format("%Y-%m-%d")
+        .to_string();
+    assert!(ours.contains(&today), "{ours}");
+    assert_eq!(sent["messages"][1]["content"], "Be brief.");
+    assert_eq!(sent["max_completion_tokens"], 4096);
+
+    // A model that starts and then never ends: the turn's deadline ends it.
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({"content": "Let me think"}), None)),
+        Piece::Hang,
+    ]));
+    let body = json!({
+        "messages": [user("hi")],
+        "options": {"deadlineSecs": 1, "maxTokens": 64},
+    });
+    let started = std::time::Instant::now();
+    let events = events_of(post_chat(&base, &token, &body).await).await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (_, kind, done) = events.last().unwrap();
+    assert_eq!(
+        (kind.as_str(), done["reason"].as_str()),
+        ("done", Some("deadline"))
+    );
+    assert_eq!(events[0].2["text"], "Let me think");
+    let sent = &model.requests()[1];
+    assert_eq!(sent["max_completion_tokens"], 64);
+    assert!(
+        sent["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("every space the user may read")
+    );
 }

@@ -2,7 +2,7 @@
 //! the results back, ask again.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_openai::types::chat::{
@@ -18,7 +18,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::MaxTokensField;
 use crate::model::ModelClient;
+use crate::prompt::{PromptFacts, PromptTool};
+use crate::repetition::RepetitionGuard;
 use crate::textcalls::{Segment, StreamParser};
 use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
 
@@ -37,6 +40,13 @@ pub struct ChatRequest {
     /// Lowers the configured step limit for this run.
     pub max_steps: Option<u32>,
     pub temperature: Option<f32>,
+    /// Lowers the configured output limit of each model request (tokens).
+    pub max_tokens: Option<u32>,
+    /// Lowers the configured wall-clock deadline of the run.
+    pub deadline: Option<Duration>,
+    /// What the system prompt says about this run (space, date); `None`:
+    /// every readable space, today.
+    pub facts: Option<PromptFacts>,
 }
 
 /// Why a run ended with an answer.
@@ -52,6 +62,14 @@ pub enum FinishReason {
     StepLimit,
     /// The token budget was spent; the last calls were not run.
     TokenBudget,
+    /// The run's wall-clock deadline passed; what was streamed stands, a
+    /// model request or tool still running was stopped.
+    Deadline,
+    /// The reply kept repeating itself and was cut; calls in it were not run.
+    Repetition,
+    /// The model answered with neither text nor a tool call, and again when
+    /// asked once more.
+    Empty,
 }
 
 /// Tokens the endpoint reported, summed over the steps.
@@ -107,6 +125,33 @@ struct Turn {
     malformed: Vec<(String, String)>,
     finish: Option<ModelFinish>,
     usage: Usage,
+    /// Cut because it kept repeating itself.
+    repeated: bool,
+}
+
+/// How far a run has come, kept outside the run's future so that the
+/// deadline can report it after stopping the run.
+#[derive(Debug, Default)]
+struct Progress {
+    steps: u32,
+    usage: Usage,
+    /// Text of the current step so far.
+    text: String,
+}
+
+impl Progress {
+    fn outcome(&self, reason: FinishReason) -> RunOutcome {
+        RunOutcome {
+            reason,
+            steps: self.steps,
+            usage: self.usage,
+            text: self.text.clone(),
+        }
+    }
+}
+
+fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
+    progress.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[derive(Debug, Default)]
@@ -137,8 +182,9 @@ impl Agent {
         &self.config
     }
 
-    /// Runs the conversation until the model answers, a limit is reached,
-    /// `cancel` fires or `sink` stops listening. Offers exactly the tools
+    /// Runs the conversation until the model answers, a limit is reached
+    /// (steps, tokens, the deadline), the reply loops, `cancel` fires or
+    /// `sink` stops listening. Offers exactly the tools
     /// `ctx` makes available (its allow-list included) and runs them under
     /// `ctx`; dropping the returned future stops the model request and every
     /// running tool at once.
@@ -149,10 +195,25 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, AgentError> {
+        let deadline = match (self.config.turn_deadline, request.deadline) {
+            (Some(configured), Some(asked)) => Some(asked.min(configured)),
+            (configured, asked) => configured.or(asked),
+        };
+        let expired = async move {
+            match deadline {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let progress = Mutex::new(Progress::default());
         tokio::select! {
             biased;
             _ = cancel.cancelled() => Err(AgentError::Cancelled),
-            outcome = self.run_steps(request, ctx, sink) => outcome,
+            () = expired => {
+                tracing::info!(deadline_secs = deadline.map(|d| d.as_secs_f64()), "the run reached its deadline");
+                Ok(lock(&progress).outcome(FinishReason::Deadline))
+            }
+            outcome = self.run_steps(request, ctx, sink, &progress) => outcome,
         }
     }
 
@@ -161,6 +222,7 @@ impl Agent {
         request: ChatRequest,
         ctx: &ToolContext,
         sink: &dyn EventSink,
+        progress: &Mutex<Progress>,
     ) -> Result<RunOutcome, AgentError> {
         if request.messages.is_empty() {
             return Err(AgentError::InvalidRequest("messages is empty".into()));
@@ -176,31 +238,46 @@ impl Agent {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut messages = request.messages;
-        if let Some(prompt) = &self.config.system_prompt {
-            let has_system = messages.iter().any(|m| {
-                matches!(
-                    m,
-                    ChatCompletionRequestMessage::System(_)
-                        | ChatCompletionRequestMessage::Developer(_)
-                )
-            });
-            if !has_system {
-                messages.insert(
-                    0,
-                    ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-                        content: ChatCompletionRequestSystemMessageContent::Text(prompt.clone()),
-                        name: None,
-                    }),
-                );
-            }
+        // Ours first, then the request's own system messages, if any.
+        if let Some(template) = &self.config.system_prompt {
+            let offered: Vec<PromptTool<'_>> = entries
+                .iter()
+                .map(|e| PromptTool {
+                    name: &e.name,
+                    summary: e.meta.short_description,
+                })
+                .collect();
+            let facts = request.facts.unwrap_or_else(PromptFacts::today);
+            messages.insert(
+                0,
+                ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+                    content: ChatCompletionRequestSystemMessageContent::Text(
+                        template.render(&facts, &offered),
+                    ),
+                    name: None,
+                }),
+            );
         }
         let max_steps = request
             .max_steps
             .map_or(self.config.max_steps, |m| m.clamp(1, self.config.max_steps));
+        let max_tokens = match (self.config.max_completion_tokens, request.max_tokens) {
+            (Some(configured), Some(asked)) => Some(asked.min(configured)),
+            (configured, asked) => configured.or(asked),
+        };
+        let field = self.config.max_tokens_field;
         let mut usage = Usage::default();
         let mut step = 0;
+        let mut asked_again_after_empty = false;
         loop {
             step += 1;
+            {
+                let mut p = lock(progress);
+                p.steps = step;
+                p.usage = usage;
+                p.text.clear();
+            }
+            #[allow(deprecated)] // `max_tokens` is what some servers read
             let model_request = CreateChatCompletionRequest {
                 model: self.config.model.clone(),
                 messages: messages.clone(),
@@ -211,13 +288,17 @@ impl Agent {
                 }),
                 tools: (!tools.is_empty()).then(|| tools.clone()),
                 temperature: request.temperature,
-                max_completion_tokens: self.config.max_completion_tokens,
+                max_completion_tokens: max_tokens
+                    .filter(|_| field == MaxTokensField::MaxCompletionTokens),
+                max_tokens: max_tokens.filter(|_| field == MaxTokensField::MaxTokens),
                 ..Default::default()
             };
-            let turn = self.turn(&model_request, &names, sink).await?;
+            let turn = self.turn(&model_request, &names, sink, progress).await?;
             usage.prompt_tokens += turn.usage.prompt_tokens;
             usage.completion_tokens += turn.usage.completion_tokens;
+            lock(progress).usage = usage;
             let finish = turn.finish;
+            let repeated = turn.repeated;
             let (text, calls, malformed) = turn.into_calls();
             let ended = |reason| RunOutcome {
                 reason,
@@ -225,9 +306,19 @@ impl Agent {
                 usage,
                 text: text.clone(),
             };
+            if repeated {
+                return Ok(ended(FinishReason::Repetition));
+            }
             if calls.is_empty() && malformed.is_empty() {
                 let reason = if finish == Some(ModelFinish::Length) {
                     FinishReason::Length
+                } else if text.trim().is_empty() {
+                    if !asked_again_after_empty && step < max_steps {
+                        asked_again_after_empty = true;
+                        tracing::info!(step, "the model answered nothing; asking once more");
+                        continue;
+                    }
+                    FinishReason::Empty
                 } else {
                     FinishReason::Stop
                 };
@@ -290,11 +381,13 @@ impl Agent {
         request: &CreateChatCompletionRequest,
         names: &[String],
         sink: &dyn EventSink,
+        progress: &Mutex<Progress>,
     ) -> Result<Turn, AgentError> {
         let mut stream = self.client.open(request).await?;
         let mut parser = StreamParser::new(names.to_vec()).think_start(self.config.think_start);
         let mut turn = Turn::default();
-        while let Some(chunk) = stream.next().await? {
+        let mut guard = RepetitionGuard::default();
+        'chunks: while let Some(chunk) = stream.next().await? {
             if let Some(u) = &chunk.usage {
                 turn.usage.prompt_tokens = u64::from(u.prompt_tokens);
                 turn.usage.completion_tokens = u64::from(u.completion_tokens);
@@ -303,7 +396,12 @@ impl Agent {
             for choice in chunk.choices.iter().filter(|c| c.index == 0) {
                 if let Some(text) = &choice.delta.content {
                     for segment in parser.push(text) {
-                        turn.take(segment, sink).await?;
+                        turn.take(segment, sink, progress).await?;
+                    }
+                    if guard.push(text) {
+                        tracing::info!("the reply repeats itself; cutting it");
+                        turn.repeated = true;
+                        break 'chunks;
                     }
                 }
                 for delta in choice.delta.tool_calls.iter().flatten() {
@@ -345,8 +443,10 @@ impl Agent {
                 }
             }
         }
+        // Closes the model's connection now when the reply was cut.
+        drop(stream);
         for segment in parser.finish() {
-            turn.take(segment, sink).await?;
+            turn.take(segment, sink, progress).await?;
         }
         Ok(turn)
     }
@@ -447,13 +547,19 @@ impl Agent {
 }
 
 impl Turn {
-    async fn take(&mut self, segment: Segment, sink: &dyn EventSink) -> Result<(), AgentError> {
+    async fn take(
+        &mut self,
+        segment: Segment,
+        sink: &dyn EventSink,
+        progress: &Mutex<Progress>,
+    ) -> Result<(), AgentError> {
         match segment {
             Segment::Text(text) => {
                 if text.is_empty() {
                     return Ok(());
                 }
                 self.text.push_str(&text);
+                lock(progress).text.push_str(&text);
                 if !sink.emit(AgentEvent::TextDelta { text }).await {
                     return Err(AgentError::Cancelled);
                 }

@@ -2,7 +2,18 @@
 
 use std::time::Duration;
 
+use crate::prompt::PromptTemplate;
 use crate::textcalls::ThinkStart;
+
+/// Which request field carries the output limit. OpenAI's current API and
+/// most servers read `max_completion_tokens`; some older local servers read
+/// only `max_tokens` (and OpenAI's reasoning models refuse it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    #[default]
+    MaxCompletionTokens,
+    MaxTokens,
+}
 
 /// The model endpoint and the limits of one run. A nested agent gets its
 /// own copy with a smaller step limit and a token budget.
@@ -19,10 +30,16 @@ pub struct AgentConfig {
     /// Tokens (prompt and completion, summed over the steps, as the endpoint
     /// reports them) after which the run stops; `None`: no budget.
     pub token_budget: Option<u64>,
-    /// Longest answer one model request may produce.
+    /// Longest answer one model request may produce (tokens).
     pub max_completion_tokens: Option<u32>,
-    /// Prepended as a system message when the conversation has none.
-    pub system_prompt: Option<String>,
+    /// The request field that carries `max_completion_tokens`.
+    pub max_tokens_field: MaxTokensField,
+    /// Wall-clock limit of one run; reaching it ends the run with
+    /// `FinishReason::Deadline`. `None`: only the other limits apply.
+    pub turn_deadline: Option<Duration>,
+    /// Rendered and sent first on every run; a request's own system
+    /// messages follow it. `None`: the conversation goes as it is.
+    pub system_prompt: Option<PromptTemplate>,
     /// Time to open the connection.
     pub connect_timeout: Duration,
     /// Time from sending the request to the first streamed chunk.
@@ -45,7 +62,9 @@ impl AgentConfig {
             model: model.into(),
             max_steps: 12,
             token_budget: None,
-            max_completion_tokens: None,
+            max_completion_tokens: Some(4096),
+            max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            turn_deadline: Some(Duration::from_secs(300)),
             system_prompt: None,
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(60),

@@ -6,7 +6,8 @@
 //! as [`AgentEvent::TextDelta`], runs the tools it calls through
 //! `Registry::execute_tool` (reporting each as events), feeds the results
 //! back and asks again, until the model answers without calling a tool, the
-//! step limit or token budget is reached, or the caller cancels. It never
+//! step limit, token budget or turn deadline is reached, the reply loops,
+//! or the caller cancels. It never
 //! emits `done` or `error` itself: the caller turns the returned outcome into
 //! those, so a nested agent's end is its parent's tool result.
 
@@ -16,6 +17,8 @@ mod config;
 mod error;
 mod events;
 mod model;
+pub mod prompt;
+mod repetition;
 pub mod textcalls;
 
 #[cfg(feature = "testing")]
@@ -23,7 +26,7 @@ pub mod testing;
 
 pub use agent::{Agent, ChatRequest, FinishReason, RunOutcome, Usage};
 pub use complete::{Completion, complete};
-pub use config::AgentConfig;
+pub use config::{AgentConfig, MaxTokensField};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink, SubAgentSink};
 

@@ -687,3 +687,203 @@ async fn a_call_written_as_text_runs_like_a_native_one() {
     assert_eq!(messages[1]["tool_calls"][0]["function"]["name"], "lookup");
     assert_eq!(messages[2]["tool_call_id"], id);
 }
+
+// Bounds of one turn: output tokens, the deadline, a looping reply, an
+// empty reply; and the system prompt.
+
+fn with_system(system: &str, user: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            serde_json::from_value(json!({"role": "system", "content": system})).unwrap(),
+            serde_json::from_value(json!({"role": "user", "content": user})).unwrap(),
+        ],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn every_model_request_carries_an_output_limit_a_request_can_only_lower() {
+    let s = setup(|_| {}).await;
+    for _ in 0..3 {
+        s.model.push(text_reply(&["ok"]));
+    }
+    run(&s.agent, request("hi")).await.0.unwrap();
+    let mut lower = request("hi");
+    lower.max_tokens = Some(100);
+    run(&s.agent, lower).await.0.unwrap();
+    let mut higher = request("hi");
+    higher.max_tokens = Some(1_000_000);
+    run(&s.agent, higher).await.0.unwrap();
+    let sent: Vec<Value> = s
+        .model
+        .requests()
+        .iter()
+        .map(|r| r["max_completion_tokens"].clone())
+        .collect();
+    assert_eq!(sent, [json!(4096), json!(100), json!(4096)]);
+    assert!(
+        s.model
+            .requests()
+            .iter()
+            .all(|r| r.get("max_tokens").is_none())
+    );
+
+    let old = setup(|c| c.max_tokens_field = data_plane_agent::MaxTokensField::MaxTokens).await;
+    old.model.push(text_reply(&["ok"]));
+    run(&old.agent, request("hi")).await.0.unwrap();
+    let sent = &old.model.requests()[0];
+    assert_eq!(sent["max_tokens"], 4096);
+    assert!(sent.get("max_completion_tokens").is_none());
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_talking_is_stopped_at_the_deadline_with_what_it_said() {
+    let s = setup(|c| c.turn_deadline = Some(Duration::from_secs(30))).await;
+    let mut pieces = vec![Piece::Chunk(chunk(json!({"content": "Let me see"}), None))];
+    for i in 0..400 {
+        pieces.push(Piece::Pause(Duration::from_millis(5)));
+        pieces.push(Piece::Chunk(chunk(
+            json!({"content": format!(" {i}")}),
+            None,
+        )));
+    }
+    pieces.push(Piece::Hang);
+    s.model.push(Reply::Stream(pieces));
+    let mut req = request("hi");
+    req.deadline = Some(Duration::from_millis(700));
+    let started = Instant::now();
+    let (outcome, events) = run(&s.agent, req).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.reason, FinishReason::Deadline);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(outcome.steps, 1);
+    assert!(
+        outcome.text.starts_with("Let me see 0 1"),
+        "{}",
+        outcome.text
+    );
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(outcome.text.starts_with(streamed.trim_end()));
+    assert!(s.model.wait_dropped(1, Duration::from_secs(2)).await);
+}
+
+#[tokio::test]
+async fn the_deadline_also_stops_a_tool_that_runs_too_long() {
+    let s = setup(|c| c.turn_deadline = Some(Duration::from_millis(800))).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_s",
+        "slow",
+        &["{\"key\": \"k\"}"],
+    )]));
+    let started = Instant::now();
+    let (outcome, events) = run(&s.agent, request("hi")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.reason, FinishReason::Deadline);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(kinds(&events).contains(&"tool_call:slow".to_string()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!s.journal.finished_slow.load(Ordering::SeqCst));
+    assert_eq!(s.model.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reply_that_repeats_itself_is_cut_and_its_connection_closed() {
+    let s = setup(|_| {}).await;
+    let mut pieces = vec![Piece::Chunk(chunk(json!({"content": "Sure."}), None))];
+    for _ in 0..300 {
+        pieces.push(Piece::Chunk(chunk(
+            json!({"content": " I will look in the documents for you."}),
+            None,
+        )));
+    }
+    // A looping model never stops by itself.
+    pieces.push(Piece::Hang);
+    s.model.push(Reply::Stream(pieces));
+    let started = Instant::now();
+    let (outcome, _) = run(&s.agent, request("hi")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.reason, FinishReason::Repetition);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(outcome.text.len() < 1_500, "{} bytes", outcome.text.len());
+    assert!(s.model.wait_dropped(1, Duration::from_secs(2)).await);
+}
+
+#[tokio::test]
+async fn an_empty_reply_is_asked_again_once_then_reported() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&[]));
+    s.model.push(text_reply(&["Here it is."]));
+    let (outcome, _) = run(&s.agent, request("hi")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!((outcome.reason, outcome.steps), (FinishReason::Stop, 2));
+    assert_eq!(outcome.text, "Here it is.");
+
+    s.model.push(text_reply(&["  \n"]));
+    s.model.push(text_reply(&[]));
+    let (outcome, _) = run(&s.agent, request("hi")).await;
+    let outcome = outcome.unwrap();
+    assert_eq!((outcome.reason, outcome.steps), (FinishReason::Empty, 2));
+    assert_eq!(s.model.requests().len(), 4);
+}
+
+#[tokio::test]
+async fn the_system_prompt_goes_first_and_the_requests_own_follows() {
+    let s = setup(|c| {
+        c.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    })
+    .await;
+    s.model.push(text_reply(&["ok"]));
+    let mut req = with_system("Answer in haiku.", "hi");
+    req.facts = Some(data_plane_agent::prompt::PromptFacts {
+        space: Some(data_plane_agent::prompt::SpaceFacts {
+            name: "Lab notes".into(),
+            description: "Experiments of 2026".into(),
+        }),
+        today: chrono_date(2026, 11, 25),
+    });
+    run(&s.agent, req).await.0.unwrap();
+    let sent = &s.model.requests()[0]["messages"];
+    let roles: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "system", "user"]);
+    let ours = sent[0]["content"].as_str().unwrap();
+    assert!(ours.contains("data, not instructions"), "{ours}");
+    assert!(ours.contains("- lookup: test tool"), "{ours}");
+    assert!(ours.contains("- write_note: test tool"), "{ours}");
+    assert!(ours.contains("the space \"Lab notes\": Experiments of 2026"));
+    assert!(
+        ours.ends_with("Today's date is Wednesday, 2026-11-25.\n"),
+        "{ours}"
+    );
+    assert_eq!(sent[1]["content"], "Answer in haiku.");
+
+    // Without a system prompt configured the conversation goes as it is.
+    let plain = setup(|_| {}).await;
+    plain.model.push(text_reply(&["ok"]));
+    run(&plain.agent, with_system("Answer in haiku.", "hi"))
+        .await
+        .0
+        .unwrap();
+    assert_eq!(
+        plain.model.requests()[0]["messages"][0]["content"],
+        "Answer in haiku."
+    );
+}
+
+fn chrono_date(y: i32, m: u32, d: u32) -> chrono::NaiveDate {
+    chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap()
+}

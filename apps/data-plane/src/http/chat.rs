@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
 use serde::Deserialize;
 use serde_json::json;
@@ -16,7 +17,7 @@ use uuid::Uuid;
 use super::ApiError;
 use super::extract::Json;
 use super::sse::{self, StreamEvent};
-use super::tools::{AbortOnDrop, check_space, context};
+use super::tools::{AbortOnDrop, context};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -40,6 +41,10 @@ pub struct ChatOptions {
     /// At most the server's DATA_PLANE_MAX_STEPS.
     max_steps: Option<u32>,
     temperature: Option<f32>,
+    /// Output tokens per model request, at most DATA_PLANE_MODEL_MAX_TOKENS.
+    max_tokens: Option<u32>,
+    /// Seconds the whole turn may take, at most DATA_PLANE_TURN_DEADLINE.
+    deadline_secs: Option<u64>,
 }
 
 /// Delivers the agent's events to the response stream.
@@ -86,14 +91,34 @@ pub async fn chat(
             "options.temperature: {t} is outside 0 to 2"
         )));
     }
-    if let Some(space) = body.space_id {
-        check_space(&state, &caller, space).await?;
+    if body.options.max_tokens == Some(0) {
+        return Err(ApiError::bad_request(
+            "options.maxTokens: must be at least 1",
+        ));
     }
+    if body.options.deadline_secs == Some(0) {
+        return Err(ApiError::bad_request(
+            "options.deadlineSecs: must be at least 1",
+        ));
+    }
+    let space = match body.space_id {
+        Some(id) => Some(space_facts(&state, &caller, id).await?),
+        None => None,
+    };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let request = ChatRequest {
         messages: body.messages,
         max_steps: body.options.max_steps,
         temperature: body.options.temperature,
+        max_tokens: body.options.max_tokens,
+        deadline: body
+            .options
+            .deadline_secs
+            .map(|s| std::time::Duration::from_secs(s.min(86_400))),
+        facts: Some(PromptFacts {
+            space,
+            today: chrono::Utc::now().date_naive(),
+        }),
     };
 
     let (tx, rx) = mpsc::channel::<StreamEvent>(STREAM_BUFFER);
@@ -128,6 +153,28 @@ pub async fn chat(
         rx.recv().await.map(|e| (e, (rx, guard)))
     });
     Ok(sse::response(stream))
+}
+
+/// The space's name and description for the system prompt; 404 when the
+/// caller cannot read the space.
+async fn space_facts(state: &AppState, caller: &Caller, id: Uuid) -> Result<SpaceFacts, ApiError> {
+    let mut tx = state
+        .db
+        .begin(data_plane_store::Scope::User(caller.user_id))
+        .await?;
+    let space = data_plane_store::identity::space_by_id(&mut tx, id).await?;
+    tx.commit()
+        .await
+        .map_err(data_plane_store::StoreError::from)?;
+    match space {
+        Some(space) => Ok(SpaceFacts {
+            name: space.name,
+            description: space.description,
+        }),
+        None => Err(ApiError::not_found(format!(
+            "no space {id} among the caller's spaces"
+        ))),
+    }
 }
 
 /// What the client is told; the endpoint's address stays in the log.
