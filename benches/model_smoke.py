@@ -13,6 +13,7 @@ import json
 import statistics
 import sys
 import time
+import urllib.error
 import urllib.request
 
 QUESTIONS = [
@@ -29,7 +30,7 @@ def spaces(base, token):
         base + "/v1/spaces", headers={"Authorization": "Bearer " + token}
     )
     with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.load(resp)
+        return json.load(resp)["spaces"]
 
 
 def events(resp):
@@ -71,7 +72,11 @@ def turn(base, token, space_id, question, deadline):
     end = None
     # The client waits longer than the server's deadline: a turn that the
     # server does not end in time shows up as "no end".
-    with urllib.request.urlopen(req, timeout=deadline + 60) as resp:
+    try:
+        resp = urllib.request.urlopen(req, timeout=deadline + 60)
+    except urllib.error.HTTPError as e:
+        sys.exit(f"/v1/chat answered {e.code}: {e.read().decode(errors='replace')}")
+    with resp:
         for kind, data in events(resp):
             if kind == "text_delta":
                 if first_text is None:

@@ -65,7 +65,7 @@ curl -sf "http://127.0.0.1:$MODEL_PORT/v1/models" >/dev/null || {
 }
 
 "$DATA_PLANE_BIN" ingest "$CORPUS" --space "$SPACE" >/dev/null
-TOKEN="$("$DATA_PLANE_BIN" token --email model-smoke@example.com --space "$SPACE" | tail -1)"
+TOKEN="$("$DATA_PLANE_BIN" token --user model-smoke@example.com --space "$SPACE" | tail -1)"
 
 # A CPU-served model takes its time before the first token of a long prompt.
 OPENAI_BASE_URL="http://127.0.0.1:$MODEL_PORT/v1" DATA_PLANE_MODEL=gemma3-270m \
