@@ -825,6 +825,7 @@ async fn health_metrics_and_the_openapi_document() {
         .unwrap();
     let metrics = client()
         .get(format!("{}/metrics", w.base))
+        .bearer_auth(SERVICE_TOKEN)
         .send()
         .await
         .unwrap()

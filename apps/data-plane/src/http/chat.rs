@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
 use serde::Deserialize;
 use serde_json::json;
@@ -90,6 +90,13 @@ pub async fn chat(
         check_space(&state, &caller, space).await?;
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let permit = match state.chat_limits.admit(caller.user_id) {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            tracing::info!(user = %caller.user_id, ?refusal, "chat turn refused");
+            return Ok(refusal.into_response());
+        }
+    };
     let request = ChatRequest {
         messages: body.messages,
         max_steps: body.options.max_steps,
@@ -100,6 +107,8 @@ pub async fn chat(
     let cancel = CancellationToken::new();
     let run_cancel = cancel.clone();
     let task = tokio::spawn(async move {
+        // The run's place is freed when this task ends or is aborted.
+        let _permit = permit;
         let sink = StreamSink(tx.clone());
         let last = match agent.run(request, &ctx, &sink, &run_cancel).await {
             Ok(outcome) => StreamEvent::new(
