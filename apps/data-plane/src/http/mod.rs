@@ -118,7 +118,10 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoR
     let service = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .and_then(|token| state.services.service(token.trim()));
     if service.is_some() {
         body["index_seq"] = json!(state.index.last_seq().ok());
