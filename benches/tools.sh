@@ -58,6 +58,12 @@ for _ in $(seq 1 120); do
     sleep 0.5
 done
 curl -sf "$BASE/readyz" >/dev/null || { echo "the server did not start; see $DATA/server.log" >&2; exit 1; }
+# A run calls query_documents far more often than its daily limit per user
+# allows: lift the limit for this deployment, as an admin would.
+ADMIN=$($BIN token --user bench-admin@example.com --role admin)
+curl -sf -X PUT "$BASE/v1/admin/settings" -H "Authorization: Bearer $ADMIN" \
+    -H 'content-type: application/json' \
+    -d '{"tool_rate_limits": {"query_documents": {"daily_limit": null}}}' >/dev/null
 
 # Ids to call the tools with, found through the API itself.
 api() { curl -sf -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' "$@"; }

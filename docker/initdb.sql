@@ -44,6 +44,11 @@ ALTER ROLE data_plane_query NOLOGIN NOCREATEDB NOCREATEROLE NOSUPERUSER NOBYPASS
     PASSWORD NULL;
 
 GRANT data_plane_query TO data_plane_app;
+-- query_documents caps the temporary disk space of the SQL users write
+-- (SET LOCAL temp_file_limit before it switches to data_plane_query). The
+-- setting is a superuser's unless granted; grants on parameters are
+-- cluster-wide and exist since PostgreSQL 15.
+GRANT SET ON PARAMETER temp_file_limit TO data_plane_app;
 -- Lets tests connected as the owner SET ROLE to the server's roles and see
 -- exactly what row-level security shows them.
 GRANT data_plane_app, data_plane_query TO data_plane_owner;

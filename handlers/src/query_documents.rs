@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::postgres::PgDatabaseError;
-use sqlx::{Column as _, Executor as _, Row as _, Statement as _, TypeInfo as _};
+use sqlx::{Column as _, Executor as _, Row as _, TypeInfo as _};
 use uuid::Uuid;
 
 use crate::Deps;
@@ -49,7 +49,12 @@ pub const META: ToolMeta = ToolMeta {
     cost: CostTier::Moderate,
     permission: Permission::Guest,
     timeout: Duration::from_millis(20000),
-    limits: RateLimits::NONE,
+    // Each call may keep a database connection busy for seconds and spill
+    // to disk; admins raise or lift this with the tool_rate_limits setting.
+    limits: RateLimits {
+        cooldown: None,
+        daily_limit: Some(2000),
+    },
     needs_approval: false,
     defer_loading: false,
 };
@@ -67,20 +72,39 @@ const MAX_ROWS: u64 = 1000;
 /// database stops the work, not just the caller's wait.
 const STATEMENT_TIMEOUT_SECS: u64 = 5;
 
+/// Memory each sort or hash of the query may use before it spills to disk.
+/// Set here so that a deployment's larger default does not apply to SQL
+/// that users write.
+const WORK_MEM: &str = "8MB";
+
+/// Temporary disk space the query may fill. Spilling sorts, hashes and the
+/// work tables of recursive CTEs count against it; PostgreSQL has no bound on
+/// recursion depth, so this, the statement timeout and the result caps are
+/// what stop a recursion that runs away.
+const TEMP_FILE_LIMIT_MB: u64 = 128;
+
 /// Longest cell, in characters, before it is cut and marked with '…'.
 const MAX_CELL_CHARS: usize = 1000;
 
 /// Most JSON the rows may take, so one answer cannot flood the model.
 const MAX_RESULT_BYTES: usize = 128 * 1024;
 
-/// What the transaction becomes before the caller's SQL reaches it: the role
-/// that may only SELECT doc_tables, table_rows and memberships (and sees them
-/// through the member policies only), a statement timeout, no writes, and
-/// fixed parsing rules for what the guard printed. `SET LOCAL` ends with the
-/// transaction, so the pooled connection carries nothing to the next request.
+/// What the transaction becomes before the caller's SQL reaches it: caps on
+/// memory per operation and on temporary disk space, the role that may only
+/// SELECT doc_tables, table_rows and memberships (and sees them through the
+/// member policies only), a statement timeout, no writes, and fixed parsing
+/// rules for what the guard printed. `SET LOCAL` ends with the transaction,
+/// so the pooled connection carries nothing to the next request.
+///
+/// temp_file_limit is a superuser setting: the server's role may set it only
+/// through `GRANT SET ON PARAMETER` (docker/initdb.sql; migration 0015 checks
+/// it), and only before it switches to the query role, which may not.
 fn restrict_sql() -> String {
     format!(
-        "SET LOCAL ROLE data_plane_query; \
+        "SET LOCAL temp_file_limit = '{TEMP_FILE_LIMIT_MB}MB'; \
+         SET LOCAL work_mem = '{WORK_MEM}'; \
+         SET LOCAL hash_mem_multiplier = 1; \
+         SET LOCAL ROLE data_plane_query; \
          SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT_SECS}s'; \
          SET LOCAL standard_conforming_strings = on; \
          SET LOCAL search_path = pg_catalog, public; \
@@ -287,11 +311,17 @@ async fn execute(
         .await
         .map_err(|e| internal(NAME, format!("restricting the transaction: {e}")))?;
 
-    // Preparing (parse and plan, no execution) tells the result's columns.
+    // The probe yields one row of NULLs typed like the query's columns
+    // without running the query (LIMIT 0). It goes through the unnamed
+    // statement, as the query does: users' SQL never becomes a named
+    // prepared statement in the connection's cache.
     let probe = typed::probe(tables, query);
-    let prepared = (&mut **tx).prepare(probe.as_str()).await;
-    let columns: Vec<OutputColumn> = prepared
-        .map_err(|e| database_error(e, tables))?
+    let probed = sqlx::query(&probe)
+        .persistent(false)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(|e| database_error(e, tables))?;
+    let columns: Vec<OutputColumn> = probed
         .columns()
         .iter()
         .map(|c| OutputColumn {
@@ -371,6 +401,16 @@ fn database_error(error: sqlx::Error, tables: &[Table]) -> ToolError {
         return internal(NAME, error);
     };
     let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+    if code == "53400" && db.message().contains("temp_file_limit") {
+        return ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "the query needed more than {TEMP_FILE_LIMIT_MB} MiB of temporary disk space and \
+                 was stopped; make it cheaper: filter or aggregate earlier, avoid cross joins, \
+                 large sorts and unbounded recursion"
+            ),
+        );
+    }
     if code == "57014" {
         return ToolError::new(
             ErrorCode::Timeout,

@@ -742,12 +742,14 @@ async fn the_query_role_reads_only_tabular_data_of_the_callers_spaces() {
 async fn a_query_that_runs_too_long_is_stopped_by_the_statement_timeout() {
     let w = World::new().await;
     let alice = w.ctx(w.alice, Some(w.alpha));
+    // 4096 rows, each hashing a padded megabyte: work in memory, row by row,
+    // that nothing but time stops (big joins and recursions fill the disk cap
+    // first: see the next test).
     for sql in [
-        // 8^10 rows to count: allowed syntax, far too much work.
-        "SELECT count(*) FROM cities a, cities b, cities c, cities d, cities e, \
-         cities f, cities g, cities h, cities i, cities j",
-        "WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever) \
-         SELECT count(*) FROM forever",
+        "SELECT count(DISTINCT md5(format('%1000000s', a.city || b.city || c.city || d.city))) \
+         FROM cities a, cities b, cities c, cities d",
+        "SELECT max(length(regexp_replace(format('%1000000s', a.city || b.city), ' ', 'x', 'g'))) \
+         FROM cities a, cities b, cities c, cities d",
     ] {
         let started = Instant::now();
         let r = query(&w, &alice, w.doc(CITIES), json!({ "sql": sql })).await;
@@ -769,6 +771,175 @@ async fn a_query_that_runs_too_long_is_stopped_by_the_statement_timeout() {
         )
         .await;
     assert_eq!(data["rows"], json!([[8]]));
+}
+
+/// Queries that would fill memory or disk: each is stopped by PostgreSQL
+/// (temp_file_limit, the statement timeout, the 1 GB value limit) well
+/// before it gets there, with a message that says what to change.
+#[tokio::test]
+async fn queries_that_would_fill_memory_or_disk_are_stopped() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let cases = [
+        (
+            "a recursive cte doubling a string towards 512 MiB",
+            "WITH RECURSIVE r(s) AS (SELECT city FROM cities WHERE city = 'Rome' \
+             UNION ALL SELECT s || s FROM r WHERE length(s) < 512 * 1024 * 1024) \
+             SELECT max(length(s)) FROM r",
+        ),
+        (
+            "a recursion that counts forever",
+            "WITH RECURSIVE forever(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM forever) \
+             SELECT count(*) FROM forever",
+        ),
+        (
+            "a cross join of 8^10 rows, counted",
+            "SELECT count(*) FROM cities a, cities b, cities c, cities d, cities e, \
+             cities f, cities g, cities h, cities i, cities j",
+        ),
+        (
+            "a sorted cross join of 8^8 rows",
+            "SELECT a.city, b.city, c.city, d.city, e.city, f.city, g.city, h.city \
+             FROM cities a, cities b, cities c, cities d, cities e, cities f, cities g, \
+             cities h ORDER BY md5(a.city || b.city || c.city || d.city || e.city || f.city \
+             || g.city || h.city)",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, sql) in cases {
+        let started = Instant::now();
+        let r = query(&w, &alice, w.doc(CITIES), json!({ "sql": sql })).await;
+        let took = started.elapsed();
+        let error = r.error.clone().map(|e| e.message).unwrap_or_default();
+        println!("{what}: stopped after {took:.2?}: {error}");
+        let stopped = !r.success
+            && (error.contains("MiB of temporary disk space") || error.contains("longer than 5 s"));
+        if !stopped || took > Duration::from_secs(8) {
+            failures.push(format!("{what} ({took:.2?}): {r:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The string cases are stopped by the disk cap, not the clock.
+    let r = query(&w, &alice, w.doc(CITIES), json!({ "sql": cases[0].1 })).await;
+    assert_eq!(r.code(), Some(ErrorCode::InvalidArguments), "{r:?}");
+    assert!(
+        r.error
+            .unwrap()
+            .message
+            .contains("128 MiB of temporary disk space"),
+        "the disk cap should stop the doubling string"
+    );
+}
+
+/// Users' SQL never becomes a named prepared statement: each distinct query
+/// would otherwise stay in the connection's statement cache.
+#[tokio::test]
+async fn user_queries_leave_no_prepared_statements_behind() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    for i in 0..12 {
+        let sql = format!("SELECT count(*) + {i} AS marker_{i} FROM cities");
+        let data = w
+            .ok(
+                "query_documents",
+                json!({ "document_id": w.doc(CITIES), "sql": sql }),
+                &alice,
+            )
+            .await;
+        assert_eq!(data["rows"], json!([[8 + i]]));
+    }
+    // Hold every connection of the pool at once, so each one is looked at.
+    let pool = w.test.db.pool();
+    let mut connections = Vec::new();
+    while connections.len() < pool.options().get_max_connections() as usize {
+        connections.push(pool.acquire().await.unwrap());
+    }
+    let mut statements = Vec::new();
+    for conn in &mut connections {
+        let found: Vec<String> = sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+            .persistent(false)
+            .fetch_all(&mut **conn)
+            .await
+            .unwrap();
+        statements.extend(found);
+    }
+    assert!(
+        !statements.is_empty(),
+        "the server's own fixed queries are prepared: the check must see them"
+    );
+    let leaked: Vec<&String> = statements
+        .iter()
+        .filter(|s| s.contains("marker_") || s.contains("AS q0"))
+        .collect();
+    assert!(leaked.is_empty(), "users' sql left prepared: {leaked:?}");
+}
+
+/// query_documents is counted per user and day by default (2000 calls); an
+/// admin's tool_rate_limits setting raises, lowers or lifts that.
+#[tokio::test]
+async fn query_documents_has_a_daily_limit_that_an_admin_setting_overrides() {
+    use data_plane_registry::{RateLimitOverride, RateLimits, Settings};
+    use std::sync::Arc;
+
+    let w = World::new().await;
+    for tool in [
+        "query_documents",
+        "analyze_document",
+        "fetch_web_page",
+        "web_search",
+    ] {
+        let limits = w.registry.get(tool).unwrap().meta.limits;
+        assert!(limits.daily_limit.is_some(), "{tool} has no daily limit");
+    }
+    assert_eq!(
+        w.registry.get("query_documents").unwrap().meta.limits,
+        RateLimits {
+            cooldown: None,
+            daily_limit: Some(2000)
+        }
+    );
+    let with = |o: RateLimitOverride| {
+        let mut settings = Settings::default();
+        settings
+            .tool_rate_limits
+            .insert("query_documents".into(), o);
+        w.ctx(w.alice, Some(w.alpha))
+            .with_settings(Arc::new(settings))
+    };
+    let args = json!({ "document_id": w.doc(CITIES), "sql": "SELECT count(*) FROM cities" });
+    let call = async |ctx: &ToolContext| w.call("query_documents", args.clone(), ctx).await;
+
+    // The default counts: two calls made, a limit of 2 is then reached.
+    let default = w.ctx(w.alice, Some(w.alpha));
+    assert!(call(&default).await.success);
+    assert!(call(&default).await.success);
+    let two = with(serde_json::from_value(json!({ "daily_limit": 2 })).unwrap());
+    let refused = call(&two).await;
+    assert_eq!(refused.code(), Some(ErrorCode::RateLimited), "{refused:?}");
+    assert!(
+        refused.error.unwrap().message.contains("2 times per day"),
+        "the refusal names the limit"
+    );
+    // Raised, the next call goes through; lifted (null), so do all.
+    let three = with(serde_json::from_value(json!({ "daily_limit": 3 })).unwrap());
+    assert!(call(&three).await.success);
+    assert_eq!(call(&three).await.code(), Some(ErrorCode::RateLimited));
+    let lifted = with(serde_json::from_value(json!({ "daily_limit": null })).unwrap());
+    assert!(call(&lifted).await.success);
+    // A cooldown added by the setting holds too (alice called just now),
+    // for each user on their own.
+    let cooldown =
+        with(serde_json::from_value(json!({ "cooldown_ms": 60000, "daily_limit": null })).unwrap());
+    let r = call(&cooldown).await;
+    assert_eq!(r.code(), Some(ErrorCode::RateLimited), "{r:?}");
+    assert!(r.error.unwrap().message.contains("wait"));
+    let bob = w.ctx(w.bob, None).with_settings(cooldown.settings.clone());
+    let other_doc = query(&w, &bob, w.doc(CITIES), json!({ "sql": "SELECT 1" })).await;
+    assert_ne!(
+        other_doc.code(),
+        Some(ErrorCode::RateLimited),
+        "{other_doc:?}"
+    );
 }
 
 #[tokio::test]

@@ -182,7 +182,11 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let web_search = WebSearch::new(&global.web_search.search_config())
         .context("reading the web search configuration")?;
     tracing::info!(providers = ?web_search.configured(), "web search providers configured");
-    let mut state = AppState::new(db, index, embedder, jwt, services, fetcher, web_search)?;
+    let mut state = AppState::new(db, index, embedder, jwt, services, fetcher, web_search)?
+        .with_chat_limits(
+            global.limits.chat_max_concurrent,
+            global.limits.chat_turns_per_minute,
+        );
     match global.model.agent_config() {
         Some(mut agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");
@@ -220,6 +224,9 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         }
     });
     let ledger = state.ledger.clone();
+    if let Some(metrics_addr) = &global.limits.metrics_addr {
+        crate::http::metrics::spawn_listener(metrics_addr, state.clone()).await?;
+    }
     axum::serve(listener, crate::http::app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -70,6 +70,37 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub web_search: WebSearchArgs,
+
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Per-user limits of /v1/chat and where /metrics is served.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Chat runs one user may have going at once on this replica (0: no limit).
+    #[arg(
+        long,
+        env = "DATA_PLANE_CHAT_MAX_CONCURRENT",
+        global = true,
+        default_value_t = 3
+    )]
+    pub chat_max_concurrent: u32,
+
+    /// Chat turns one user may start per minute on this replica (0: no limit).
+    #[arg(
+        long,
+        env = "DATA_PLANE_CHAT_TURNS_PER_MINUTE",
+        global = true,
+        default_value_t = 20
+    )]
+    pub chat_turns_per_minute: u32,
+
+    /// A second address that serves /metrics without a token, for the
+    /// monitoring's private network. Unset: /metrics is served on the main
+    /// address to service tokens only.
+    #[arg(long, env = "DATA_PLANE_METRICS_ADDR", global = true)]
+    pub metrics_addr: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

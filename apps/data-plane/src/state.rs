@@ -13,6 +13,7 @@ use data_plane_web::fetch::Fetcher;
 use data_plane_web::search::WebSearch;
 
 use crate::auth::{JwtKeys, ServiceTokens};
+use crate::http::chat_limits::ChatLimiter;
 use crate::http::metrics::Metrics;
 
 #[derive(Clone, Debug)]
@@ -29,6 +30,8 @@ pub struct AppState {
     pub agent: Option<Arc<Agent>>,
     /// What the handlers share; kept to connect the language model.
     pub deps: Arc<Deps>,
+    /// Per-user limits of /v1/chat on this replica.
+    pub chat_limits: Arc<ChatLimiter>,
 }
 
 impl AppState {
@@ -64,6 +67,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             agent: None,
             deps,
+            chat_limits: Arc::new(ChatLimiter::default()),
         })
     }
 
@@ -71,6 +75,13 @@ impl AppState {
     pub fn with_agent(mut self, config: AgentConfig) -> Result<AppState, AgentError> {
         self.agent = Some(Arc::new(Agent::new(config, self.registry.clone())?));
         Ok(self)
+    }
+
+    /// Limits each user to `max_concurrent` chat runs at once and
+    /// `turns_per_minute` turns (0 lifts either).
+    pub fn with_chat_limits(mut self, max_concurrent: u32, turns_per_minute: u32) -> AppState {
+        self.chat_limits = Arc::new(ChatLimiter::new(max_concurrent, turns_per_minute));
+        self
     }
 
     /// Gives analyze_document and query_documents' questions their language

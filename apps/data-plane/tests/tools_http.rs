@@ -469,7 +469,8 @@ async fn admins_switch_web_search_for_every_replica() {
         json!({
             "web_search_enabled": false,
             "fetch_web_page_enabled": true,
-            "web_search_provider": "searxng"
+            "web_search_provider": "searxng",
+            "tool_rate_limits": {}
         })
     );
 
@@ -545,7 +546,8 @@ async fn admins_switch_web_search_for_every_replica() {
         json!({
             "web_search_enabled": false,
             "fetch_web_page_enabled": false,
-            "web_search_provider": "searxng"
+            "web_search_provider": "searxng",
+            "tool_rate_limits": {}
         })
     );
 }
@@ -823,6 +825,7 @@ async fn health_metrics_and_the_openapi_document() {
         .unwrap();
     let metrics = client()
         .get(format!("{}/metrics", w.base))
+        .bearer_auth(SERVICE_TOKEN)
         .send()
         .await
         .unwrap()

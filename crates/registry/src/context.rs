@@ -1,11 +1,12 @@
 //! The context every tool call runs in, and the run-time settings it carries.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::Permission;
+use crate::{Permission, RateLimitOverride, RateLimits};
 
 /// Settings an admin changes at run time (stored in PostgreSQL, read per
 /// request so every replica sees a change on its next request).
@@ -19,6 +20,9 @@ pub struct Settings {
     /// Which configured provider web_search uses. Keys and URLs are the
     /// deployment's configuration, never settings: admins read these back.
     pub web_search_provider: WebSearchProvider,
+    /// Per-tool changes to the cooldowns and daily limits in the tools'
+    /// metadata, by tool name (`{"query_documents": {"daily_limit": 5000}}`).
+    pub tool_rate_limits: BTreeMap<String, RateLimitOverride>,
 }
 
 /// The web-search providers an admin can choose between.
@@ -40,6 +44,7 @@ impl Default for Settings {
             web_search_enabled: false,
             fetch_web_page_enabled: true,
             web_search_provider: WebSearchProvider::default(),
+            tool_rate_limits: BTreeMap::new(),
         }
     }
 }
@@ -101,6 +106,15 @@ impl ToolContext {
     pub fn with_document_scope(mut self, document_id: Uuid) -> Self {
         self.document_scope = Some(document_id);
         self
+    }
+
+    /// The limits that hold for `tool` in this context: its metadata's
+    /// defaults with the admin's override, if any, applied.
+    pub fn rate_limits(&self, tool: &str, defaults: RateLimits) -> RateLimits {
+        match self.settings.tool_rate_limits.get(tool) {
+            Some(o) => o.apply(defaults),
+            None => defaults,
+        }
     }
 
     /// Whether the allow-list (if any) names `tool`.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::{Callbacks, Permission, ToolContext, ToolError};
@@ -80,6 +80,43 @@ impl RateLimits {
     pub fn is_none(&self) -> bool {
         self.cooldown.is_none() && self.daily_limit.is_none()
     }
+}
+
+/// An admin's change to a tool's [`RateLimits`]: a field left out keeps the
+/// tool's default, `null` lifts that limit, a number replaces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitOverride {
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cooldown_ms: Option<Option<u64>>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub daily_limit: Option<Option<u32>>,
+}
+
+impl RateLimitOverride {
+    pub fn apply(&self, defaults: RateLimits) -> RateLimits {
+        RateLimits {
+            cooldown: match self.cooldown_ms {
+                Some(ms) => ms.filter(|&ms| ms > 0).map(Duration::from_millis),
+                None => defaults.cooldown,
+            },
+            daily_limit: self.daily_limit.unwrap_or(defaults.daily_limit),
+        }
+    }
+}
+
+/// A field that is present, even as `null`, is `Some`; serde's default
+/// makes an absent one `None`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 mod millis {

@@ -16,8 +16,8 @@ mod suggest;
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
 pub use context::{Settings, ToolContext, WebSearchProvider};
 pub use entry::{
-    Annotations, Category, CostTier, DefinitionFile, HandlerEntry, RateLimits, ToolHandler,
-    ToolMeta,
+    Annotations, Category, CostTier, DefinitionFile, HandlerEntry, RateLimitOverride, RateLimits,
+    ToolHandler, ToolMeta,
 };
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
 pub use registry::{Registry, RegistryError, ToolEntry};

@@ -457,8 +457,9 @@ impl Registry {
                 .to_lowercase(),
             ));
         }
-        if !entry.meta.limits.is_none() {
-            match self.ledger.admit(ctx, name, &entry.meta.limits).await {
+        let limits = ctx.rate_limits(name, entry.meta.limits);
+        if !limits.is_none() {
+            match self.ledger.admit(ctx, name, &limits).await {
                 Ok(()) => {}
                 Err(LedgerError::Refused(r)) => {
                     return Err(ToolError::new(ErrorCode::RateLimited, r.message));

@@ -151,9 +151,14 @@ pub fn with_tables(tables: &[Table]) -> String {
     format!("WITH {ctes}")
 }
 
-/// The query as a relation over the tables, to learn its columns.
+/// One row of NULLs typed like the query's columns, to learn them without
+/// running the query (LIMIT 0 stops before its first row).
 pub fn probe(tables: &[Table], query: &str) -> String {
-    format!("{}\nSELECT * FROM (\n{query}\n) AS q", with_tables(tables))
+    format!(
+        "{}\nSELECT q.* FROM (VALUES (1)) AS one(x) LEFT JOIN (SELECT * FROM (\n{query}\n) AS q0 \
+         LIMIT 0) AS q ON true",
+        with_tables(tables)
+    )
 }
 
 /// The query to run: at most `limit` rows, each cell as JSON and cut to

@@ -63,6 +63,15 @@ pub async fn put(
             )));
         }
     }
+    if let Some(Value::Object(tools)) = changes.get("tool_rate_limits") {
+        for name in tools.keys() {
+            if state.registry.get(name).is_none_or(|t| t.name != *name) {
+                return Err(ApiError::bad_request(format!(
+                    "tool_rate_limits names {name:?}, which is not a tool's name"
+                )));
+            }
+        }
+    }
     merged.extend(changes.clone());
     let updated: Settings = serde_json::from_value(Value::Object(merged))
         .map_err(|e| ApiError::bad_request(format!("invalid settings: {e}")))?;

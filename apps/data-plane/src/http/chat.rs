@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
 use serde::Deserialize;
@@ -106,6 +106,13 @@ pub async fn chat(
         None => None,
     };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let permit = match state.chat_limits.admit(caller.user_id) {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            tracing::info!(user = %caller.user_id, ?refusal, "chat turn refused");
+            return Ok(refusal.into_response());
+        }
+    };
     let request = ChatRequest {
         messages: body.messages,
         max_steps: body.options.max_steps,
@@ -125,6 +132,8 @@ pub async fn chat(
     let cancel = CancellationToken::new();
     let run_cancel = cancel.clone();
     let task = tokio::spawn(async move {
+        // The run's place is freed when this task ends or is aborted.
+        let _permit = permit;
         let sink = StreamSink(tx.clone());
         let last = match agent.run(request, &ctx, &sink, &run_cancel).await {
             Ok(outcome) => StreamEvent::new(

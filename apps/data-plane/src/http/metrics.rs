@@ -1,14 +1,18 @@
 //! Prometheus metrics: HTTP requests by route and status with latency, tool
 //! calls by tool and outcome with latency, and how far the keyword index is.
+//! Served on the main listener to service tokens only, and without a token
+//! on a separate listener when `DATA_PLANE_METRICS_ADDR` is set.
 
 use std::sync::Mutex;
 use std::time::Instant;
 
+use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use data_plane_registry::ToolResult;
+use axum::routing::get;
+use data_plane_registry::{ErrorCode, ToolResult};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,7 +20,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::auth::Service;
 use crate::state::AppState;
+
+/// The label every call of a tool that does not exist is counted under: the
+/// names callers make up must not each become a time series.
+pub const UNKNOWN_TOOL: &str = "unknown";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HttpLabels {
@@ -106,6 +115,15 @@ impl Metrics {
 
     /// Counts one tool call.
     pub fn tool_call(&self, result: &ToolResult) {
+        let unknown = result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::UnknownTool);
+        let tool = if unknown {
+            UNKNOWN_TOOL.to_string()
+        } else {
+            result.tool.clone()
+        };
         let outcome = match &result.error {
             None => "success".to_string(),
             Some(e) => serde_json::to_value(e.code)
@@ -115,14 +133,12 @@ impl Metrics {
         };
         self.tool_calls
             .get_or_create(&ToolLabels {
-                tool: result.tool.clone(),
+                tool: tool.clone(),
                 outcome,
             })
             .inc();
         self.tool_seconds
-            .get_or_create(&ToolName {
-                tool: result.tool.clone(),
-            })
+            .get_or_create(&ToolName { tool })
             .observe(result.duration_ms as f64 / 1000.0);
     }
 
@@ -161,6 +177,47 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
     response
+}
+
+/// `GET /metrics` on the main listener: what it tells (tool names, traffic,
+/// how far the index is) is for the deployment's monitoring, which calls
+/// with a service token.
+pub async fn serve_to_service(
+    _service: Service,
+    State(state): State<AppState>,
+) -> impl IntoResponse {
+    serve(State(state)).await
+}
+
+/// The router of the metrics listener (`DATA_PLANE_METRICS_ADDR`): `/metrics`
+/// without a token, meant for an address only the monitoring can reach.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(serve))
+        .fallback(|| async {
+            super::ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "not_found",
+                "this listener serves /metrics only",
+            )
+        })
+        .with_state(state)
+}
+
+/// Binds `addr` (a failure stops start-up) and serves [`app`] there in the
+/// background until the process ends.
+pub async fn spawn_listener(addr: &str, state: AppState) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics address {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "serving /metrics without a token");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app(state)).await {
+            tracing::error!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(())
 }
 
 /// `GET /metrics` in Prometheus' text format.

@@ -2,6 +2,7 @@
 
 mod admin;
 mod chat;
+pub mod chat_limits;
 mod documents;
 mod error;
 mod extract;
@@ -14,7 +15,7 @@ mod tools;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{delete, get, post};
 use serde_json::json;
@@ -55,7 +56,7 @@ pub fn app(state: AppState) -> Router {
         .route("/static/{file}", get(page::asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics::serve))
+        .route("/metrics", get(metrics::serve_to_service))
         .route("/openapi.json", get(openapi::serve))
         .route("/manifest", get(module::manifest))
         .route("/execute", post(module::execute))
@@ -98,26 +99,34 @@ async fn healthz() -> impl IntoResponse {
     axum::Json(json!({ "status": "ok" }))
 }
 
-/// Ready when PostgreSQL answers; reports how far the keyword index trails the log.
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+/// Ready when PostgreSQL answers. How far the keyword index has come tells
+/// how much is being written, so only service tokens see it.
+async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     let db_ok = sqlx::query("SELECT 1")
         .execute(state.db.pool())
         .await
         .is_ok();
-    let index_seq = state.index.last_seq().ok();
     let status = if db_ok {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        axum::Json(json!({
-            "status": if db_ok { "ready" } else { "unavailable" },
-            "database": db_ok,
-            "index_seq": index_seq,
-        })),
-    )
+    let mut body = json!({
+        "status": if db_ok { "ready" } else { "unavailable" },
+        "database": db_ok,
+    });
+    let service = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .and_then(|token| state.services.service(token.trim()));
+    if service.is_some() {
+        body["index_seq"] = json!(state.index.last_seq().ok());
+    }
+    (status, axum::Json(body))
 }
 
 async fn method_not_allowed() -> ApiError {
