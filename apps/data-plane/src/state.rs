@@ -12,6 +12,7 @@ use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
 use data_plane_web::search::WebSearch;
 
+use crate::access::Identities;
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::http::metrics::Metrics;
 
@@ -29,6 +30,8 @@ pub struct AppState {
     pub agent: Option<Arc<Agent>>,
     /// What the handlers share; kept to connect the language model.
     pub deps: Arc<Deps>,
+    /// Each user's permission and space roles, from the database.
+    pub identities: Arc<Identities>,
 }
 
 impl AppState {
@@ -53,7 +56,10 @@ impl AppState {
             &deps,
             Arc::new(ledger.clone()),
         )?);
+        let identities = Arc::new(Identities::new(db.clone()));
+        identities.listen();
         Ok(AppState {
+            identities,
             pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
             db,
             index,
