@@ -781,17 +781,21 @@ async fn changes_reach_every_replica_on_the_next_request() {
         );
     }
     let elapsed = warmed.elapsed();
+    // The command prints a token of the new version, which works.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"))
+        .args(["token", "--user", &cast.viewer.email])
+        .env("DATABASE_URL", &server.test.app_url)
+        .env("DATA_PLANE_DATA_DIR", data_dir.path())
+        .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fresh = Person {
-        token: server
-            .jwt
-            .issue_with_version(
-                cast.viewer.id,
-                &cast.viewer.email,
-                Permission::User,
-                1,
-                std::time::Duration::from_secs(600),
-            )
-            .unwrap(),
+        token: String::from_utf8(out.stdout).unwrap().trim().to_string(),
         ..cast.viewer.clone()
     };
     let (status, body) = server.send(get(&b, "/v1/spaces"), &fresh).await;
