@@ -2,6 +2,8 @@
 //! user, tool and UTC day (so they hold across replicas), and audit records
 //! written in batches by a background task so a call never waits on them.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,6 +17,13 @@ const FLUSH_EVERY: Duration = Duration::from_millis(50);
 const BATCH: usize = 512;
 /// Queue length; a full queue makes callers wait rather than lose records.
 const QUEUE: usize = 16_384;
+/// Waits before each retry of a record that could not be written.
+const RETRY_AFTER: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(800),
+    Duration::from_millis(3200),
+];
 
 enum Message {
     Record(Box<AuditRecord>),
@@ -26,6 +35,7 @@ enum Message {
 pub struct PgLedger {
     db: Db,
     queue: mpsc::Sender<Message>,
+    failures: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for PgLedger {
@@ -39,8 +49,18 @@ impl PgLedger {
     /// `PgLedger` clone is dropped, after writing what it holds.
     pub fn start(db: Db) -> PgLedger {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(write_audit(db.clone(), rx));
-        PgLedger { db, queue }
+        let failures = Arc::new(AtomicU64::new(0));
+        tokio::spawn(write_audit(db.clone(), rx, failures.clone()));
+        PgLedger {
+            db,
+            queue,
+            failures,
+        }
+    }
+
+    /// Audit writes that failed so far (each retried; /metrics shows it).
+    pub fn audit_write_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Waits until every record handed over so far is in the database.
@@ -125,7 +145,7 @@ impl Ledger for PgLedger {
 }
 
 /// Writes queued records in batches until the queue closes.
-async fn write_audit(db: Db, mut rx: mpsc::Receiver<Message>) {
+async fn write_audit(db: Db, mut rx: mpsc::Receiver<Message>, failures: Arc<AtomicU64>) {
     let mut batch: Vec<AuditRecord> = Vec::with_capacity(BATCH);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     loop {
@@ -152,13 +172,12 @@ async fn write_audit(db: Db, mut rx: mpsc::Receiver<Message>) {
         }
         if !batch.is_empty() {
             if let Err(e) = insert(&db, &batch).await {
-                // One bad row (a user deleted meanwhile) must not cost the
-                // others: fall back to one insert per record.
+                // One bad row (a space deleted meanwhile) must not cost the
+                // others: fall back to one insert per record, each retried.
+                failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, records = batch.len(), "audit batch failed; writing records one by one");
-                for record in &batch {
-                    if let Err(e) = insert(&db, std::slice::from_ref(record)).await {
-                        tracing::error!(error = %e, tool = %record.tool, call_id = %record.call_id, "could not write an audit record");
-                    }
+                for record in batch.iter_mut() {
+                    write_one(&db, record, &failures).await;
                 }
             }
             batch.clear();
@@ -167,6 +186,55 @@ async fn write_audit(db: Db, mut rx: mpsc::Receiver<Message>) {
             let _ = done.send(());
         }
     }
+}
+
+/// Writes one record, retrying with growing waits. A space that no longer
+/// exists (deleted while the call ran) is kept in the record's error and the
+/// record written without it, rather than lost. Every failed attempt is
+/// counted and logged; a record still unwritten after the last retry is
+/// logged in full, so it survives at least in the logs.
+async fn write_one(db: &Db, record: &mut AuditRecord, failures: &AtomicU64) {
+    for (attempt, wait) in std::iter::once(None)
+        .chain(RETRY_AFTER.iter().map(Some))
+        .enumerate()
+    {
+        if let Some(wait) = wait {
+            tokio::time::sleep(*wait).await;
+        }
+        let Err(e) = insert(db, std::slice::from_ref(record)).await else {
+            return;
+        };
+        failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(error = %e, attempt, tool = %record.tool, call_id = %record.call_id, "could not write an audit record; retrying");
+        if is_missing_space(&e)
+            && let Some(space) = record.space_id.take()
+        {
+            let note = format!("space {space} no longer exists");
+            record.error = Some(match record.error.take() {
+                Some(error) => format!("{error}; {note}"),
+                None => note,
+            });
+        }
+    }
+    tracing::error!(
+        tool = %record.tool,
+        call_id = %record.call_id,
+        user = %record.user_id,
+        space = ?record.space_id,
+        request = %record.request_id,
+        success = record.success,
+        error = ?record.error,
+        "an audit record could not be written after every retry"
+    );
+}
+
+fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
+    matches!(
+        e,
+        data_plane_store::StoreError::Database(sqlx::Error::Database(d))
+            if d.is_foreign_key_violation()
+                && d.constraint() == Some("tool_calls_space_id_fkey")
+    )
 }
 
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {

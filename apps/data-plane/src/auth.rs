@@ -18,9 +18,15 @@ pub struct Claims {
     /// The user's id.
     pub sub: Uuid,
     pub email: String,
+    /// The permission level when the token was issued. Requests use the
+    /// user's permission as the database holds it now, not this.
     pub role: Permission,
     pub exp: u64,
     pub iat: u64,
+    /// The user's token version when the token was issued; a token older
+    /// than the user's current version has been revoked.
+    #[serde(default)]
+    pub ver: i32,
 }
 
 /// Signs and checks tokens.
@@ -44,11 +50,24 @@ impl JwtKeys {
         }
     }
 
+    /// A token of token version 0, the version every user starts with.
     pub fn issue(
         &self,
         user: Uuid,
         email: &str,
         role: Permission,
+        ttl: std::time::Duration,
+    ) -> anyhow::Result<String> {
+        self.issue_with_version(user, email, role, 0, ttl)
+    }
+
+    /// A token carrying the user's current token version.
+    pub fn issue_with_version(
+        &self,
+        user: Uuid,
+        email: &str,
+        role: Permission,
+        version: i32,
         ttl: std::time::Duration,
     ) -> anyhow::Result<String> {
         let now = std::time::SystemTime::now()
@@ -60,6 +79,7 @@ impl JwtKeys {
             role,
             iat: now,
             exp: now + ttl.as_secs(),
+            ver: version,
         };
         Ok(jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -197,15 +217,11 @@ impl FromRequestParts<AppState> for Service {
 
 /// Looks up the permission of the user a service acts for.
 pub async fn user_for_service(state: &AppState, user_id: Uuid) -> Result<Permission, ApiError> {
-    let mut tx = state
-        .db
-        .begin(data_plane_store::Scope::User(user_id))
-        .await?;
-    let user = data_plane_store::identity::user_by_id(&mut tx, user_id).await?;
-    tx.commit()
-        .await
-        .map_err(data_plane_store::StoreError::from)?;
-    user.map(|u| u.permission)
+    state
+        .identities
+        .get(user_id)
+        .await?
+        .map(|i| i.permission)
         .ok_or_else(|| ApiError::not_found(format!("no user {user_id}")))
 }
 
@@ -246,9 +262,22 @@ impl FromRequestParts<AppState> for Caller {
                 _ => ApiError::unauthorized("the token is not valid"),
             }
         })?;
+        // The permission is the one the database holds now (cached for at
+        // most a second per replica), so a demotion or a revocation takes
+        // effect on the next request.
+        let identity = state
+            .identities
+            .get(claims.sub)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("the token's user no longer exists"))?;
+        if claims.ver < identity.token_version {
+            return Err(ApiError::unauthorized(
+                "the token has been revoked; ask for a new one",
+            ));
+        }
         Ok(Caller {
             user_id: claims.sub,
-            permission: claims.role,
+            permission: identity.permission,
             service: None,
         })
     }

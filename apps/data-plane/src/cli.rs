@@ -12,7 +12,7 @@ use data_plane_ingest::pipeline::{Outcome, Pipeline, Target};
 use data_plane_search::KeywordIndex;
 use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, SourceKind};
-use data_plane_store::identity::{self, Permission};
+use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::{Db, Scope};
 use data_plane_web::fetch::Fetcher;
 use data_plane_web::search::WebSearch;
@@ -66,20 +66,39 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create the user if needed and print a bearer token.
+    /// Create the user if needed and print a bearer token; `token revoke`
+    /// invalidates a user's tokens.
+    #[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
     Token {
+        #[command(subcommand)]
+        action: Option<TokenAction>,
         /// The user's email.
-        #[arg(long)]
-        user: String,
+        #[arg(long, required = true)]
+        user: Option<String>,
         /// Permission level: guest, user, admin or owner [default: user, or the user's current level].
         #[arg(long)]
         role: Option<String>,
         /// Also add the user to this space (created when missing).
         #[arg(long)]
         space: Option<String>,
+        /// The user's role in that space: viewer, editor or owner [default: viewer for a new
+        /// member; an existing member keeps their role].
+        #[arg(long, requires = "space")]
+        space_role: Option<String>,
         /// Days until the token expires.
         #[arg(long, default_value_t = 30)]
         days: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenAction {
+    /// Invalidate every token issued to the user so far (on every replica,
+    /// within a second); tokens printed afterwards work.
+    Revoke {
+        /// The user's email.
+        #[arg(long)]
+        email: String,
     },
 }
 
@@ -100,11 +119,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reindex => reindex(&global).await,
         Command::Tools { json } => tools(json),
         Command::Token {
+            action: Some(TokenAction::Revoke { email }),
+            ..
+        } => revoke(&global, &email).await,
+        Command::Token {
+            action: None,
             user,
             role,
             space,
+            space_role,
             days,
-        } => token(&global, &user, role, space, days).await,
+        } => {
+            let user = user.context("--user is required")?;
+            token(&global, &user, role, space, space_role, days).await
+        }
     }
 }
 
@@ -471,25 +499,48 @@ async fn token(
     email: &str,
     role: Option<String>,
     space: Option<String>,
+    space_role: Option<String>,
     days: u64,
 ) -> anyhow::Result<()> {
     let permission: Option<Permission> = role.as_deref().map(str::parse).transpose()?;
+    let space_role: Option<MembershipRole> = space_role.as_deref().map(str::parse).transpose()?;
     let db = connect(global).await?;
     let mut tx = db.begin(Scope::System).await?;
     let user = identity::upsert_user(&mut tx, email, permission).await?;
     if let Some(space) = space {
         let (space, _) = identity::ensure_space(&mut tx, &space).await?;
-        identity::add_member(&mut tx, space.id, user.id, identity::MembershipRole::Owner).await?;
+        let current = identity::membership_role(&mut tx, space.id, user.id).await?;
+        // A token for reading is the default: write and own only when asked.
+        match (space_role, current) {
+            (Some(role), _) => identity::add_member(&mut tx, space.id, user.id, role).await?,
+            (None, None) => {
+                identity::add_member(&mut tx, space.id, user.id, MembershipRole::Viewer).await?
+            }
+            (None, Some(_)) => {}
+        }
     }
+    let version = identity::token_version(&mut tx, user.id).await?;
     tx.commit().await?;
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
-    let token = jwt.issue(
+    let token = jwt.issue_with_version(
         user.id,
         &user.email,
         user.permission,
+        version,
         Duration::from_secs(days * 86_400),
     )?;
     println!("{token}");
+    Ok(())
+}
+
+async fn revoke(global: &GlobalArgs, email: &str) -> anyhow::Result<()> {
+    let db = connect(global).await?;
+    let mut tx = db.begin(Scope::System).await?;
+    let Some(version) = identity::revoke_tokens(&mut tx, email).await? else {
+        bail!("no user with email {email:?}");
+    };
+    tx.commit().await?;
+    println!("revoked every token of {email} issued so far (token version is now {version})");
     Ok(())
 }
 

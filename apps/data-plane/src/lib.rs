@@ -1,6 +1,7 @@
 //! The data-plane server as a library, so integration tests can drive the
 //! router and the commands directly; `main.rs` is a thin entry point.
 
+pub mod access;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -12,6 +12,7 @@ use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
 use data_plane_web::search::WebSearch;
 
+use crate::access::Identities;
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::http::chat_limits::ChatLimiter;
 use crate::http::metrics::Metrics;
@@ -32,6 +33,8 @@ pub struct AppState {
     pub deps: Arc<Deps>,
     /// Per-user limits of /v1/chat on this replica.
     pub chat_limits: Arc<ChatLimiter>,
+    /// Each user's permission and space roles, from the database.
+    pub identities: Arc<Identities>,
 }
 
 impl AppState {
@@ -56,7 +59,10 @@ impl AppState {
             &deps,
             Arc::new(ledger.clone()),
         )?);
+        let identities = Arc::new(Identities::new(db.clone()));
+        identities.listen();
         Ok(AppState {
+            identities,
             pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
             db,
             index,

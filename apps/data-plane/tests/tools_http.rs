@@ -217,7 +217,14 @@ async fn tools_are_listed_per_context() {
     }
 
     // A guest is not offered the tools that need a user.
-    let guest = w.token(w.alice, Permission::Guest);
+    let guest = {
+        let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+        let guest = identity::upsert_user(&mut tx, "guest@example.com", Some(Permission::Guest))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        w.token(guest.id, Permission::Guest)
+    };
     let (_, guest_tools) = list_tools(&w.base, &guest, None).await;
     assert!(!names(&guest_tools).iter().any(|n| n == "analyze_document"));
 

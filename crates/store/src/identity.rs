@@ -152,7 +152,8 @@ pub async fn add_member(
     .bind(user_id)
     .bind(role)
     .execute(&mut **tx)
-    .await?;
+    .await
+    .map_err(|e| StoreError::from(e).classify())?;
     Ok(())
 }
 
@@ -171,11 +172,168 @@ pub async fn membership_role(
     )
 }
 
-/// Deletes a space and everything in it (system scope or space owner).
+/// Deletes a space and everything in it (system scope, or a space owner who
+/// is not a guest: row-level security leaves it untouched for anyone else).
 pub async fn delete_space(tx: &mut ScopedTx, space_id: Uuid) -> Result<bool, StoreError> {
     let done = sqlx::query("DELETE FROM spaces WHERE id = $1")
         .bind(space_id)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .map_err(|e| StoreError::from(e).classify())?;
     Ok(done.rows_affected() > 0)
+}
+
+/// The level of a user's role in a space, for comparisons: viewer < editor < owner.
+impl MembershipRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MembershipRole::Viewer => "viewer",
+            MembershipRole::Editor => "editor",
+            MembershipRole::Owner => "owner",
+        }
+    }
+
+    pub fn rank(self) -> u8 {
+        match self {
+            MembershipRole::Viewer => 0,
+            MembershipRole::Editor => 1,
+            MembershipRole::Owner => 2,
+        }
+    }
+}
+
+impl std::str::FromStr for MembershipRole {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<Self, StoreError> {
+        match s.to_ascii_lowercase().as_str() {
+            "viewer" => Ok(MembershipRole::Viewer),
+            "editor" => Ok(MembershipRole::Editor),
+            "owner" => Ok(MembershipRole::Owner),
+            other => Err(StoreError::Invalid(format!(
+                "unknown space role {other:?} (expected viewer, editor or owner)"
+            ))),
+        }
+    }
+}
+
+/// One member of a space, as its members see the list.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct Member {
+    pub user_id: Uuid,
+    pub email: String,
+    pub display_name: Option<String>,
+    pub role: MembershipRole,
+    pub joined_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The members of a space, by email; empty unless the scope's user is one.
+pub async fn space_members(tx: &mut ScopedTx, space_id: Uuid) -> Result<Vec<Member>, StoreError> {
+    Ok(sqlx::query_as::<_, Member>(
+        "SELECT user_id, email, display_name, role, joined_at FROM dp_space_members($1)",
+    )
+    .bind(space_id)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// The id of the user with this email, for the scope's user to add them to
+/// a space.
+pub async fn user_id_by_email(tx: &mut ScopedTx, email: &str) -> Result<Option<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar("SELECT dp_user_id_by_email($1)")
+        .bind(email)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Adds a member or changes their role, as the scope's user: the database
+/// admits only the space's owners (never guests) and keeps a last owner.
+/// Answers the member's previous role (`None` when newly added).
+pub async fn set_member(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    user_id: Uuid,
+    role: MembershipRole,
+) -> Result<Option<MembershipRole>, StoreError> {
+    sqlx::query_scalar("SELECT dp_set_member($1, $2, $3)")
+        .bind(space_id)
+        .bind(user_id)
+        .bind(role)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(|e| StoreError::from(e).classify())
+}
+
+/// Removes a member, as the scope's user: owners remove anyone, everyone
+/// may leave, the last owner stays. Answers whether there was such a member.
+pub async fn remove_member(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    user_id: Uuid,
+) -> Result<bool, StoreError> {
+    sqlx::query_scalar("SELECT dp_remove_member($1, $2)")
+        .bind(space_id)
+        .bind(user_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(|e| StoreError::from(e).classify())
+}
+
+/// Another member's role in a space, as the scope's user (a member) sees it.
+pub async fn member_role(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    user_id: Uuid,
+) -> Result<Option<MembershipRole>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT role FROM dp_space_members($1) WHERE user_id = $2")
+            .bind(space_id)
+            .bind(user_id)
+            .fetch_optional(&mut **tx)
+            .await?,
+    )
+}
+
+/// What a request needs to know about its user, read as that user: their
+/// permission, token version and role in each of their spaces. `None` when
+/// there is no such user.
+pub async fn identity(
+    tx: &mut ScopedTx,
+    user_id: Uuid,
+) -> Result<Option<(Permission, i32, Vec<(Uuid, MembershipRole)>)>, StoreError> {
+    let Some((permission, version)) = sqlx::query_as::<_, (Permission, i32)>(
+        "SELECT permission, token_version FROM users WHERE id = $1",
+    )
+    .bind(user_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let roles = sqlx::query_as("SELECT space_id, role FROM memberships WHERE user_id = $1")
+        .bind(user_id)
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(Some((permission, version, roles)))
+}
+
+/// The version a new token of this user carries.
+pub async fn token_version(tx: &mut ScopedTx, user_id: Uuid) -> Result<i32, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT token_version FROM users WHERE id = $1")
+            .bind(user_id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .unwrap_or(0),
+    )
+}
+
+/// Makes every token issued to the user so far invalid (system scope);
+/// answers the new version, or `None` when there is no such user.
+pub async fn revoke_tokens(tx: &mut ScopedTx, email: &str) -> Result<Option<i32>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE users SET token_version = token_version + 1 WHERE email = $1 RETURNING token_version",
+    )
+    .bind(email.trim().to_lowercase())
+    .fetch_optional(&mut **tx)
+    .await?)
 }

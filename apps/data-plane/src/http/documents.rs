@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::ApiError;
 use super::extract::{Json, Path, Query};
+use crate::access::{require_editor, require_owner, space_role};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -54,6 +55,7 @@ pub async fn create_space(
         .await?;
     identity::add_member(&mut tx, space.id, caller.user_id, MembershipRole::Owner).await?;
     tx.commit().await?;
+    state.identities.forget(caller.user_id);
     Ok((
         StatusCode::CREATED,
         Json(json!({ "id": space.id, "name": space.name, "description": body.description })),
@@ -69,36 +71,17 @@ pub async fn list_spaces(
     Ok(Json(json!({ "spaces": spaces })))
 }
 
-/// The caller's role in the space, or 404 when they cannot see it at all (so
-/// a stranger learns nothing about which ids exist).
-async fn require_role(
-    state: &AppState,
-    caller: &Caller,
-    space_id: Uuid,
-) -> Result<MembershipRole, ApiError> {
-    let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
-    identity::membership_role(&mut tx, space_id, caller.user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("space {space_id} not found")))
-}
-
-fn require_writer(role: MembershipRole) -> Result<(), ApiError> {
-    match role {
-        MembershipRole::Editor | MembershipRole::Owner => Ok(()),
-        MembershipRole::Viewer => Err(ApiError::forbidden("viewers cannot change this space")),
-    }
-}
-
 pub async fn delete_space(
     State(state): State<AppState>,
     caller: Caller,
     Path(space_id): Path<Uuid>,
 ) -> Result<StatusCode, ApiError> {
-    if require_role(&state, &caller, space_id).await? != MembershipRole::Owner {
+    require_owner(&caller, space_role(&state, &caller, space_id).await?)?;
+    // As the caller: row-level security admits the space's owners only.
+    let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
+    if !identity::delete_space(&mut tx, space_id).await? {
         return Err(ApiError::forbidden("only the space's owners can delete it"));
     }
-    let mut tx = state.db.begin(Scope::System).await?;
-    identity::delete_space(&mut tx, space_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -121,7 +104,7 @@ pub async fn create_source(
     Path(space_id): Path<Uuid>,
     Json(body): Json<CreateSource>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    require_writer(require_role(&state, &caller, space_id).await?)?;
+    require_editor(&caller, space_role(&state, &caller, space_id).await?)?;
     let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
     let source = content::ensure_source(&mut tx, space_id, &body.name, body.kind).await?;
     tx.commit().await?;
@@ -133,7 +116,7 @@ pub async fn list_sources(
     caller: Caller,
     Path(space_id): Path<Uuid>,
 ) -> Result<Json<Value>, ApiError> {
-    require_role(&state, &caller, space_id).await?;
+    space_role(&state, &caller, space_id).await?;
     let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
     let sources = content::list_sources(&mut tx, space_id).await?;
     Ok(Json(json!({ "sources": sources })))
@@ -164,7 +147,7 @@ pub async fn list_documents(
             "limit must be 1 to 1000 and offset not negative",
         ));
     }
-    require_role(&state, &caller, space_id).await?;
+    space_role(&state, &caller, space_id).await?;
     let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
     let docs =
         content::list_documents(&mut tx, space_id, q.source_id, q.limit + 1, q.offset).await?;
@@ -187,7 +170,7 @@ pub async fn delete_document(
         .await?;
     let space =
         space.ok_or_else(|| ApiError::not_found(format!("document {document_id} not found")))?;
-    require_writer(require_role(&state, &caller, space).await?)?;
+    require_editor(&caller, space_role(&state, &caller, space).await?)?;
     content::delete_document(&mut tx, document_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
@@ -211,7 +194,7 @@ pub async fn upload(
             .await?;
         space.ok_or_else(|| ApiError::not_found(format!("source {source_id} not found")))?
     };
-    require_writer(require_role(&state, &caller, space_id).await?)?;
+    require_editor(&caller, space_role(&state, &caller, space_id).await?)?;
     let target = Target {
         space_id,
         source_id,

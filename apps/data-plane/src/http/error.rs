@@ -56,6 +56,15 @@ impl From<StoreError> for ApiError {
         match &e {
             StoreError::NotFound { .. } => ApiError::not_found(e.to_string()),
             StoreError::Invalid(m) => ApiError::bad_request(m.clone()),
+            StoreError::Denied(m) => ApiError::forbidden(m.clone()),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m.clone()),
+            // Row-level security refused a write the handler's checks let
+            // through (a role changed a moment ago on another replica).
+            StoreError::Database(sqlx::Error::Database(d))
+                if d.code().as_deref() == Some("42501") =>
+            {
+                ApiError::forbidden("not allowed in this space")
+            }
             _ if e.is_unique_violation() => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", "already exists")
             }

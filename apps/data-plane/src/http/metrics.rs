@@ -58,6 +58,7 @@ pub struct Metrics {
     tool_calls: Family<ToolLabels, Counter>,
     tool_seconds: Family<ToolName, Histogram, fn() -> Histogram>,
     index_seq: Gauge,
+    audit_write_failures: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -82,6 +83,12 @@ impl Metrics {
         let tool_seconds: Family<ToolName, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(latency_histogram);
         let index_seq = Gauge::default();
+        let audit_write_failures = Counter::default();
+        registry.register(
+            "audit_write_failures",
+            "audit-record writes that failed and were retried",
+            audit_write_failures.clone(),
+        );
         registry.register(
             "http_requests",
             "HTTP requests answered",
@@ -110,6 +117,7 @@ impl Metrics {
             tool_calls,
             tool_seconds,
             index_seq,
+            audit_write_failures,
         }
     }
 
@@ -226,6 +234,12 @@ pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
         .metrics
         .index_seq
         .set(state.index.last_seq().unwrap_or(0));
+    let failures = state.ledger.audit_write_failures();
+    let shown = state.metrics.audit_write_failures.get();
+    state
+        .metrics
+        .audit_write_failures
+        .inc_by(failures.saturating_sub(shown));
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -6,6 +6,7 @@ pub mod chat_limits;
 mod documents;
 mod error;
 mod extract;
+mod members;
 pub mod metrics;
 mod module;
 mod openapi;
@@ -17,7 +18,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use serde_json::json;
 
 pub use error::ApiError;
@@ -43,6 +44,8 @@ pub const ROUTES: &[&str] = &[
     "/v1/admin/settings",
     "/v1/spaces",
     "/v1/spaces/{space_id}",
+    "/v1/spaces/{space_id}/members",
+    "/v1/spaces/{space_id}/members/{user_id}",
     "/v1/spaces/{space_id}/sources",
     "/v1/spaces/{space_id}/documents",
     "/v1/sources/{source_id}/documents",
@@ -69,6 +72,14 @@ pub fn app(state: AppState) -> Router {
             get(documents::list_spaces).post(documents::create_space),
         )
         .route("/v1/spaces/{space_id}", delete(documents::delete_space))
+        .route(
+            "/v1/spaces/{space_id}/members",
+            get(members::list).post(members::add),
+        )
+        .route(
+            "/v1/spaces/{space_id}/members/{user_id}",
+            put(members::change).delete(members::remove),
+        )
         .route(
             "/v1/spaces/{space_id}/sources",
             get(documents::list_sources).post(documents::create_source),

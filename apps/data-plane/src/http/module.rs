@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::ApiError;
 use super::extract::Json;
-use super::tools::context;
+use super::tools::{check_space, context};
 use crate::auth::{Caller, Service, user_for_service};
 use crate::state::AppState;
 
@@ -64,6 +64,11 @@ pub async fn execute(
         permission,
         service: Some(service.name),
     };
+    // A space the user is not a member of (or one that does not exist) is
+    // refused before anything runs, with the same answer either way.
+    if let Some(space) = body.space_id {
+        check_space(&state, &caller, space).await?;
+    }
     let mut ctx = context(&state, &caller, body.space_id, &headers).await?;
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);

@@ -102,6 +102,9 @@ pub async fn execute(
     Path(name): Path<String>,
     Json(body): Json<ExecuteBody>,
 ) -> Result<Response, ApiError> {
+    if let Some(space) = body.space_id {
+        check_space(&state, &caller, space).await?;
+    }
     let mut ctx = context(&state, &caller, body.space_id, &headers).await?;
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);

@@ -38,9 +38,12 @@ pub fn embedder() -> Arc<Embedder> {
     )
 }
 
-/// The key every test signs its bearer tokens with.
+/// The secret every test signs its bearer tokens with.
+pub const JWT_SECRET: &str = "test-secret-test-secret-test-secret!";
+
+/// Keys over [`JWT_SECRET`].
 pub fn jwt() -> JwtKeys {
-    JwtKeys::new(b"test-secret-test-secret-test-secret!")
+    JwtKeys::new(JWT_SECRET.as_bytes())
 }
 
 /// A server state over `db` with an in-memory keyword index, the default
