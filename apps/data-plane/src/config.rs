@@ -287,6 +287,18 @@ pub struct ModelArgs {
     )]
     pub model_think_start: String,
 
+    /// Whether tool calls the model writes in its text (`<tool_call>`,
+    /// `[TOOL_CALLS]`, bare JSON, Python call lists) are read as calls:
+    /// `on`, or `off` for endpoints that always return native `tool_calls`.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_TEXT_CALLS",
+        global = true,
+        default_value = "on",
+        value_parser = ["on", "off"]
+    )]
+    pub model_text_calls: String,
+
     /// Model requests one analyze_document sub-agent may make.
     #[arg(
         long,
@@ -323,6 +335,7 @@ impl ModelArgs {
             "unknown" => data_plane_agent::textcalls::ThinkStart::Unknown,
             _ => data_plane_agent::textcalls::ThinkStart::Closed,
         };
+        config.text_calls = self.model_text_calls != "off";
         Some(config)
     }
 
