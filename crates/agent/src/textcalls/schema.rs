@@ -20,19 +20,17 @@ pub(super) fn property<'a>(schemas: &'a Schemas, tool: &str, key: &str) -> Optio
 
 /// The types a schema admits: `type` (a name or a list), `nullable`, and
 /// the members of `anyOf` / `oneOf`. Empty when it says nothing.
-fn types(schema: &Value, out: &mut Vec<String>, depth: usize) {
+fn types<'a>(schema: &'a Value, out: &mut Vec<&'a str>, depth: usize) {
     if depth > 8 {
         return;
     }
     match schema.get("type") {
-        Some(Value::String(name)) => out.push(name.clone()),
-        Some(Value::Array(names)) => {
-            out.extend(names.iter().filter_map(Value::as_str).map(str::to_string))
-        }
+        Some(Value::String(name)) => out.push(name),
+        Some(Value::Array(names)) => out.extend(names.iter().filter_map(Value::as_str)),
         _ => {}
     }
     if schema.get("nullable") == Some(&Value::Bool(true)) {
-        out.push("null".to_string());
+        out.push("null");
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(members)) = schema.get(key) {
@@ -43,7 +41,7 @@ fn types(schema: &Value, out: &mut Vec<String>, depth: usize) {
     }
 }
 
-fn admitted(schema: &Value) -> Vec<String> {
+fn admitted(schema: &Value) -> Vec<&str> {
     let mut out = Vec::new();
     types(schema, &mut out, 0);
     out
@@ -56,12 +54,12 @@ pub(super) fn from_text(text: &str, schema: &Value) -> Option<Value> {
     if types.is_empty() {
         return None;
     }
-    if types.iter().any(|t| t == "string") {
+    if types.contains(&"string") {
         return Some(Value::String(text.to_string()));
     }
     let trimmed = text.trim();
     for kind in &types {
-        let converted = match kind.as_str() {
+        let converted = match *kind {
             "null" => matches!(trimmed, "null" | "None" | "none" | "NULL").then_some(Value::Null),
             "boolean" => match trimmed {
                 "true" | "True" | "TRUE" => Some(Value::Bool(true)),
@@ -112,7 +110,7 @@ fn fit(value: Value, schema: &Value) -> Value {
     if types.is_empty() {
         return value;
     }
-    let admits = |t: &str| types.iter().any(|x| x == t);
+    let admits = |t: &str| types.contains(&t);
     match value {
         Value::String(text) if !admits("string") => {
             from_text(&text, schema).unwrap_or(Value::String(text))
