@@ -132,22 +132,19 @@ fn fit(value: Value, schema: &Value) -> Value {
 /// Every top-level argument of a call to `tool` fitted to its schema.
 pub(super) fn fit_arguments(
     tool: &str,
-    arguments: Map<String, Value>,
+    mut arguments: Map<String, Value>,
     schemas: &Schemas,
 ) -> Map<String, Value> {
-    if !schemas.contains_key(tool) {
+    let Some(Value::Object(properties)) = schemas.get(tool).and_then(|s| s.get("properties"))
+    else {
         return arguments;
+    };
+    for (key, value) in arguments.iter_mut() {
+        if let Some(schema) = properties.get(key) {
+            *value = fit(std::mem::take(value), schema);
+        }
     }
     arguments
-        .into_iter()
-        .map(|(key, value)| {
-            let value = match property(schemas, tool, &key) {
-                Some(schema) => fit(value, schema),
-                None => value,
-            };
-            (key, value)
-        })
-        .collect()
 }
 
 /// The one argument a plain-string `arguments` stands for: the tool's only
