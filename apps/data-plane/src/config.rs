@@ -353,6 +353,18 @@ pub struct ModelArgs {
     #[arg(long, env = "DATA_PLANE_SYSTEM_PROMPT_FILE", global = true)]
     pub system_prompt_file: Option<std::path::PathBuf>,
 
+    /// Whether tool calls the model writes in its text (`<tool_call>`,
+    /// `[TOOL_CALLS]`, bare JSON, Python call lists) are read as calls:
+    /// `on`, or `off` for endpoints that always return native `tool_calls`.
+    #[arg(
+        long,
+        env = "DATA_PLANE_MODEL_TEXT_CALLS",
+        global = true,
+        default_value = "on",
+        value_parser = ["on", "off"]
+    )]
+    pub model_text_calls: String,
+
     /// Model requests one analyze_document sub-agent may make.
     #[arg(
         long,
@@ -396,6 +408,7 @@ impl ModelArgs {
         };
         config.turn_deadline =
             (self.turn_deadline > 0).then(|| std::time::Duration::from_secs(self.turn_deadline));
+        config.text_calls = self.model_text_calls != "off";
         Some(config)
     }
 

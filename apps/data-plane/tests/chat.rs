@@ -612,3 +612,80 @@ async fn the_model_reads_the_system_prompt_first_and_a_turn_ends_at_its_bounds()
             .contains("every space the user may read")
     );
 }
+
+/// Local models write calls as text: a Mistral reply and a Python call list,
+/// streamed in small pieces, become `tool_call` / `tool_result` events with
+/// arguments typed by the tool's schema, and no markup reaches any
+/// `text_delta`.
+#[tokio::test]
+async fn mistral_and_pythonic_text_calls_become_tool_events() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let doc = w.doc.to_string();
+    let mistral = format!(
+        "Let me read it.[TOOL_CALLS] [{{\"name\": \"read_document\", \"arguments\": \
+         {{\"document_id\": \"{doc}\", \"max_length\": \"20\"}}}}]"
+    );
+    let pythonic = format!("[read_document(document_id='{doc}', start=0, max_length=10)]");
+    let pieces = |reply: &str| -> Vec<String> {
+        reply
+            .as_bytes()
+            .chunks(5)
+            .map(|piece| String::from_utf8(piece.to_vec()).unwrap())
+            .collect()
+    };
+    for reply in [&mistral, &pythonic] {
+        let pieces = pieces(reply);
+        let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        model.push(text_reply(&pieces));
+    }
+    model.push(text_reply(&["It is about VACUUM."]));
+    let base = w.server_with(model.base_url()).await;
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({ "messages": [user("what is in the guide?")], "spaceId": w.alpha }),
+    )
+    .await;
+    let events = events_of(r).await;
+    let got = redacted(&events);
+    let of_type = |kind: &str| -> Vec<Value> {
+        got.iter()
+            .filter(|e| e["data"]["type"] == kind)
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    let calls = of_type("tool_call");
+    assert_eq!(calls.len(), 2, "{got:?}");
+    assert_eq!(calls[0]["name"], "read_document");
+    assert_eq!(
+        calls[0]["arguments"],
+        json!({"document_id": doc, "max_length": 20})
+    );
+    assert_eq!(
+        calls[1]["arguments"],
+        json!({"document_id": doc, "start": 0, "max_length": 10})
+    );
+    let results = of_type("tool_result");
+    assert_eq!(results.len(), 2, "{got:?}");
+    assert!(
+        results.iter().all(|r| r["result"]["success"] == true),
+        "{results:?}"
+    );
+    let text: String = of_type("text_delta")
+        .iter()
+        .map(|e| e["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "Let me read it.It is about VACUUM.");
+    for markup in ["[TOOL_CALLS]", "read_document", "{", "["] {
+        assert!(!text.contains(markup), "{markup} in {text:?}");
+    }
+    assert_eq!(of_type("done")[0]["steps"], 3);
+    // The results went back to the model framed as untrusted.
+    let messages = model.requests()[1]["messages"].clone();
+    let fed_back: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert!(
+        fed_back["notice"].as_str().unwrap().contains("untrusted"),
+        "{fed_back}"
+    );
+}

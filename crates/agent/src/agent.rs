@@ -22,7 +22,7 @@ use crate::config::MaxTokensField;
 use crate::model::ModelClient;
 use crate::prompt::{PromptFacts, PromptTool};
 use crate::repetition::RepetitionGuard;
-use crate::textcalls::{Segment, StreamParser};
+use crate::textcalls::{self, Segment, StreamParser};
 use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
 
 /// Pause before the one retry of a call that failed retryably.
@@ -228,7 +228,11 @@ impl Agent {
             return Err(AgentError::InvalidRequest("messages is empty".into()));
         }
         let entries: Vec<_> = self.registry.available_entries(ctx).collect();
-        let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
+        // Names and parameter schemas, for calls the model writes as text.
+        let names: Vec<(String, Value)> = entries
+            .iter()
+            .map(|e| (e.name.clone(), e.definition["parameters"].clone()))
+            .collect();
         let tools = entries
             .iter()
             .map(|e| {
@@ -379,12 +383,15 @@ impl Agent {
     async fn turn(
         &self,
         request: &CreateChatCompletionRequest,
-        names: &[String],
+        names: &[(String, Value)],
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
     ) -> Result<Turn, AgentError> {
         let mut stream = self.client.open(request).await?;
-        let mut parser = StreamParser::new(names.to_vec()).think_start(self.config.think_start);
+        let mut parser = StreamParser::new(Vec::new())
+            .schemas(names.iter().cloned())
+            .text_calls(self.config.text_calls)
+            .think_start(self.config.think_start);
         let mut turn = Turn::default();
         let mut guard = RepetitionGuard::default();
         'chunks: while let Some(chunk) = stream.next().await? {
@@ -634,11 +641,22 @@ fn tool_message(call_id: &str, content: String) -> ChatCompletionRequestMessage 
 
 /// The result as the model reads it: data or the error, without the
 /// bookkeeping (call id, duration) it has no use for.
+///
+/// Data and errors may quote documents and web pages: they come framed as
+/// untrusted, with any tool-call markup in them made inert, so that the
+/// model quoting them cannot call a tool.
 fn result_for_model(result: &ToolResult) -> String {
     let body = if result.success {
-        json!({ "success": true, "data": result.data })
+        json!({
+            "success": true,
+            "notice": textcalls::UNTRUSTED_NOTICE,
+            "data": textcalls::neutralise_value(&json!(result.data)),
+        })
     } else {
-        json!({ "success": false, "error": result.error })
+        json!({
+            "success": false,
+            "error": textcalls::neutralise_value(&json!(result.error)),
+        })
     };
     body.to_string()
 }

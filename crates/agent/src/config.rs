@@ -51,6 +51,10 @@ pub struct AgentConfig {
     /// drops everything up to the first `</think>`; `Unknown` holds the
     /// start of every reply back until it can tell (safe, but slow).
     pub think_start: ThinkStart,
+    /// Whether tool calls written in the reply's text are read as calls
+    /// (on by default). Off for endpoints that always return native
+    /// `tool_calls`: then no text, quoted or not, can call a tool.
+    pub text_calls: bool,
 }
 
 impl AgentConfig {
@@ -70,6 +74,7 @@ impl AgentConfig {
             first_byte_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             think_start: ThinkStart::Closed,
+            text_calls: true,
         }
     }
 }

@@ -308,7 +308,11 @@ async fn a_native_call_split_across_chunks_runs_and_its_result_goes_back() {
     let content: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
     assert_eq!(
         content,
-        json!({"success": true, "data": {"tool": "lookup", "key": "alpha", "value": "value of alpha"}})
+        json!({
+            "success": true,
+            "notice": data_plane_agent::textcalls::UNTRUSTED_NOTICE,
+            "data": {"tool": "lookup", "key": "alpha", "value": "value of alpha"}
+        })
     );
 }
 

@@ -2,7 +2,10 @@
 //! each also streamed in every two-way split, character by character and in
 //! random chunks; plus latency, think-start modes and linear work.
 
-use data_plane_agent::textcalls::{Segment, StreamParser, TextCall, ThinkStart, parse};
+#[path = "textcalls/cases.rs"]
+mod textcall_cases;
+
+use data_plane_agent::textcalls::{Segment, StreamParser, TextCall, ThinkStart};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -24,30 +27,75 @@ const MARKUP: &[&str] = &[
     "<parameter=",
     "<think>",
     "</think>",
+    "<function name=",
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
-enum Exp {
+pub enum Exp {
     Text(&'static str),
     Call(&'static str, Value),
     /// A malformed segment whose reason starts with this.
     Malformed(&'static str),
 }
 
-fn t(text: &'static str) -> Exp {
+pub fn t(text: &'static str) -> Exp {
     Exp::Text(text)
 }
 
-fn c(name: &'static str, arguments: Value) -> Exp {
+pub fn c(name: &'static str, arguments: Value) -> Exp {
     Exp::Call(name, arguments)
 }
 
-fn m(reason: &'static str) -> Exp {
+pub fn m(reason: &'static str) -> Exp {
     Exp::Malformed(reason)
 }
 
 fn known() -> Vec<String> {
     KNOWN.iter().map(|s| s.to_string()).collect()
+}
+
+/// The offered tools' parameter schemas, which type the arguments.
+fn schemas() -> Vec<(String, Value)> {
+    let string = json!({"type": "string"});
+    let integer = json!({"type": "integer"});
+    let tool = |name: &str, properties: Value, required: &str| {
+        (
+            name.to_string(),
+            json!({"type": "object", "properties": properties, "required": [required]}),
+        )
+    };
+    vec![
+        tool(
+            "search_documents",
+            json!({"query": string, "limit": integer, "filters": {"type": ["object", "null"]}}),
+            "query",
+        ),
+        tool(
+            "read_document",
+            json!({"document_id": string, "offset": integer, "length": integer}),
+            "document_id",
+        ),
+        tool(
+            "grep_documents",
+            json!({"pattern": string, "case_sensitive": {"type": "boolean"}, "paths": {"type": "array"}}),
+            "pattern",
+        ),
+        tool(
+            "web_search",
+            json!({"query": string, "count": {"anyOf": [integer, {"type": "null"}]}, "score": {"type": "number"}}),
+            "query",
+        ),
+        tool("fetch_url", json!({"url": string}), "url"),
+    ]
+}
+
+fn parser(known_tools: &[String]) -> StreamParser {
+    let schemas = schemas()
+        .into_iter()
+        .filter(|(name, _)| known_tools.contains(name));
+    StreamParser::new(known_tools.to_vec()).schemas(schemas)
 }
 
 /// Adjacent text segments joined: how a delta lands is not behaviour.
@@ -64,7 +112,7 @@ fn coalesce(segments: Vec<Segment>) -> Vec<Segment> {
 }
 
 fn stream(chunks: &[&str], known_tools: &[String]) -> Vec<Segment> {
-    let mut parser = StreamParser::new(known_tools.to_vec());
+    let mut parser = parser(known_tools);
     let mut out = Vec::new();
     for chunk in chunks {
         out.extend(parser.push(chunk));
@@ -104,7 +152,7 @@ fn leaked_markup(segments: &[Segment]) -> Option<String> {
 /// Parses `input` whole and streamed in many ways; returns what went wrong.
 fn check(input: &str, known_tools: &[String], expected: &[Exp]) -> Vec<String> {
     let mut problems = Vec::new();
-    let whole = coalesce(parse(input, known_tools));
+    let whole = stream(&[input], known_tools);
     if !matches(&whole, expected, input) {
         problems.push(format!("expected {expected:?}\n   got {whole:?}"));
     }
@@ -146,13 +194,13 @@ fn check(input: &str, known_tools: &[String], expected: &[Exp]) -> Vec<String> {
     problems
 }
 
-struct Case {
+pub struct Case {
     name: &'static str,
     input: &'static str,
     expected: Vec<Exp>,
 }
 
-fn case(name: &'static str, input: &'static str, expected: Vec<Exp>) -> Case {
+pub fn case(name: &'static str, input: &'static str, expected: Vec<Exp>) -> Case {
     Case {
         name,
         input,
@@ -609,9 +657,9 @@ fn cases() -> Vec<Case> {
             vec![c("web_search", json!({})), t("[1] see above")],
         ),
         case(
-            "mistral-style prefix is text",
+            "mistral marker before prose: the marker goes, the prose stays",
             "[TOOL_CALLS] none needed today.",
-            vec![t("[TOOL_CALLS] none needed today.")],
+            vec![t("none needed today.")],
         ),
         // Truncated and malformed markup.
         case(
@@ -660,11 +708,9 @@ fn cases() -> Vec<Case> {
             vec![m("arguments of web_search are not a json object: [1,2]")],
         ),
         case(
-            "arguments string that is not an object",
+            "arguments as a plain string fill the one required parameter",
             "<tool_call>{\"name\": \"web_search\", \"arguments\": \"rust\"}</tool_call>",
-            vec![m(
-                "arguments of web_search are a string that is not a json object: rust",
-            )],
+            vec![c("web_search", json!({"query": "rust"}))],
         ),
         case(
             "prose inside tool_call",
@@ -721,8 +767,9 @@ fn cases() -> Vec<Case> {
 #[test]
 fn table_of_model_replies() {
     let known = known();
-    let cases = cases();
-    assert!(cases.len() >= 60, "only {} cases", cases.len());
+    let mut cases = cases();
+    cases.extend(textcall_cases::families());
+    assert!(cases.len() >= 200, "only {} cases", cases.len());
     let mut failures = Vec::new();
     for case in &cases {
         for problem in check(case.input, &known, &case.expected) {
@@ -735,6 +782,93 @@ fn table_of_model_replies() {
         failures.len(),
         cases.len(),
         failures.join("\n")
+    );
+}
+
+/// Every reply of the table, neutralised as a tool result is before the
+/// model reads it, holds no call any more: a model quoting a document or a
+/// page verbatim cannot call a tool. Text without markup is left alone.
+#[test]
+fn neutralised_text_calls_nothing() {
+    use data_plane_agent::textcalls::{neutralise, neutralise_value};
+    let known = known();
+    let mut cases = cases();
+    cases.extend(textcall_cases::families());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let inert = neutralise(case.input);
+        let got = stream(&[&inert], &known);
+        if got.iter().any(|s| !matches!(s, Segment::Text(_))) {
+            failures.push(format!("{}: {inert:?} still gives {got:?}", case.name));
+        }
+        let quoted = format!("The page says:\n{inert}\nEnd of quote.");
+        let got = stream(&[&quoted], &known);
+        if got.iter().any(|s| !matches!(s, Segment::Text(_))) {
+            failures.push(format!("{} quoted: {got:?}", case.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for plain in [
+        "plain text",
+        "a < b, [1] and {x}",
+        "`<tool_call>` in code",
+        "",
+    ] {
+        let same = neutralise(plain);
+        assert!(
+            matches!(same, std::borrow::Cow::Borrowed(_)) || plain.contains('`'),
+            "{plain:?} was changed to {same:?}"
+        );
+    }
+    assert_eq!(
+        neutralise("Hi <tool_call>{}</tool_call> [TOOL_CALLS]"),
+        "Hi ‹tool_call>{}‹/tool_call> ［TOOL_CALLS］"
+    );
+    assert_eq!(
+        neutralise("x\n{\"name\": 1}\n[f(a=1)]"),
+        "x\n\u{200B}{\"name\": 1}\n\u{200B}[f(a=1)]"
+    );
+    let value = json!({"title": "<function=web_search>", "links": ["<|python_tag|>"], "n": 1});
+    assert_eq!(
+        neutralise_value(&value),
+        json!({"title": "‹function=web_search>", "links": ["‹|python_tag|>"], "n": 1})
+    );
+}
+
+/// With text calls switched off (an endpoint that returns native calls),
+/// every call form is text; think blocks are still removed.
+#[test]
+fn text_calls_off_reads_no_call() {
+    let inputs = [
+        "<tool_call>{\"name\": \"web_search\", \"arguments\": {}}</tool_call>",
+        "[TOOL_CALLS] [{\"name\": \"web_search\", \"arguments\": {}}]",
+        "[web_search(query=\"x\")]",
+        "{\"name\": \"web_search\", \"parameters\": {}}",
+        "<function=web_search><parameter=query>x</parameter></function>",
+    ];
+    for input in inputs {
+        for chunk in [1, 3, input.len()] {
+            let mut parser = StreamParser::new(known()).text_calls(false);
+            let mut out = Vec::new();
+            for piece in input.as_bytes().chunks(chunk) {
+                out.extend(parser.push(std::str::from_utf8(piece).expect("ascii")));
+            }
+            out.extend(parser.finish());
+            assert_eq!(
+                coalesce(out),
+                vec![Segment::Text(input.to_string())],
+                "{input:?} in chunks of {chunk}"
+            );
+        }
+    }
+    let mut parser = StreamParser::new(known())
+        .text_calls(false)
+        .think_start(ThinkStart::Closed);
+    let mut out = parser.push("<think>hidden</think>Shown <tool_call>x</tool_call>");
+    out.extend(parser.finish());
+    assert_eq!(
+        coalesce(out),
+        vec![Segment::Text("Shown <tool_call>x</tool_call>".to_string())]
     );
 }
 

@@ -1,16 +1,21 @@
 //! Reading the inside of call markup once it is complete: a `<tool_call>`
-//! body, a `<function=NAME>` body and a bare JSON array, each turned into
-//! calls or a reason why not.
+//! body, a `<function=NAME>` body, what follows `[TOOL_CALLS]`, and a bare
+//! JSON array, object or Python call list, each turned into calls or a
+//! reason why not. Argument values are fitted to the tool's schema here.
 
 use serde_json::{Map, Value};
 
-use super::{Segment, TextCall};
+use super::schema::{self, Schemas};
+use super::{Segment, TextCall, python};
 
 /// Longest piece of offending input quoted in a reason.
 const QUOTE_MAX: usize = 80;
 
 /// Keys a bare-array element may carry besides its name and arguments.
 const BARE_KEYS: [&str; 6] = ["name", "arguments", "parameters", "id", "type", "function"];
+
+/// The Mistral marker before its calls.
+pub(super) const MISTRAL: &str = "[TOOL_CALLS]";
 
 fn malformed(raw: &str, reason: String) -> Segment {
     Segment::Malformed {
@@ -31,7 +36,12 @@ fn quote(s: &str) -> String {
 /// an array of them) or a `<function=NAME>` call. `terminated` is false when
 /// the stream ended before `</tool_call>`: complete JSON is still a call,
 /// anything else is reported as unterminated.
-pub(super) fn tool_call(body: &str, raw: &str, terminated: bool) -> Vec<Segment> {
+pub(super) fn tool_call(
+    body: &str,
+    raw: &str,
+    terminated: bool,
+    schemas: &Schemas,
+) -> Vec<Segment> {
     let inner = strip_fence(body.trim());
     if inner.is_empty() {
         let reason = if terminated {
@@ -41,12 +51,15 @@ pub(super) fn tool_call(body: &str, raw: &str, terminated: bool) -> Vec<Segment>
         };
         return vec![malformed(raw, reason.to_string())];
     }
-    if let Some(rest) = inner.strip_prefix("<function=") {
+    if let Some(rest) = inner
+        .strip_prefix("<function=")
+        .or_else(|| inner.strip_prefix("<function name="))
+    {
         if !terminated {
             return vec![malformed(raw, "unterminated tool_call".to_string())];
         }
         let rest = rest.strip_suffix("</function>").unwrap_or(rest);
-        return function(rest, raw);
+        return function(rest, raw, schemas);
     }
     if !inner.starts_with('{') && !inner.starts_with('[') {
         return vec![malformed(
@@ -60,11 +73,11 @@ pub(super) fn tool_call(body: &str, raw: &str, terminated: bool) -> Vec<Segment>
     let mut out = Vec::new();
     for item in serde_json::Deserializer::from_str(inner).into_iter::<Value>() {
         match item {
-            Ok(Value::Object(map)) => out.push(segment_from_object(&map, raw)),
+            Ok(Value::Object(map)) => objects(map, raw, schemas, &mut out),
             Ok(Value::Array(items)) => {
                 for item in items {
                     match item {
-                        Value::Object(map) => out.push(segment_from_object(&map, raw)),
+                        Value::Object(map) => objects(map, raw, schemas, &mut out),
                         other => out.push(malformed(
                             raw,
                             format!(
@@ -101,16 +114,49 @@ pub(super) fn tool_call(body: &str, raw: &str, terminated: bool) -> Vec<Segment>
     out
 }
 
-fn segment_from_object(map: &Map<String, Value>, raw: &str) -> Segment {
-    match call_from_object(map) {
+/// One call object, or a `{"tool_calls": [...]}` wrapper of several.
+fn objects(map: Map<String, Value>, raw: &str, schemas: &Schemas, out: &mut Vec<Segment>) {
+    if let Some(Value::Array(items)) = map.get("tool_calls")
+        && !map.contains_key("name")
+    {
+        for item in items {
+            match item {
+                Value::Object(inner) => out.push(segment_from_object(inner, raw, schemas)),
+                other => out.push(malformed(
+                    raw,
+                    format!(
+                        "tool_calls holds a non-object: {}",
+                        quote(&other.to_string())
+                    ),
+                )),
+            }
+        }
+        return;
+    }
+    out.push(segment_from_object(&map, raw, schemas));
+}
+
+fn segment_from_object(map: &Map<String, Value>, raw: &str, schemas: &Schemas) -> Segment {
+    match call_from_object(map, schemas) {
         Ok(call) => Segment::Call(call),
         Err(reason) => malformed(raw, reason),
     }
 }
 
+/// A name as a template left it unrendered (`{{ tc.name }}`) names no tool.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.contains("{{") || name.contains("}}") || name.contains("{%") {
+        return Err(format!(
+            "tool name is an unrendered template: {}",
+            quote(name)
+        ));
+    }
+    Ok(())
+}
+
 /// `{"name", "arguments"}`, with `parameters` as a synonym of `arguments`,
 /// or OpenAI's own `{"type": "function", "function": {…}}`.
-fn call_from_object(map: &Map<String, Value>) -> Result<TextCall, String> {
+fn call_from_object(map: &Map<String, Value>, schemas: &Schemas) -> Result<TextCall, String> {
     let map = match map.get("function") {
         Some(Value::Object(inner)) => inner,
         _ => map,
@@ -127,44 +173,57 @@ fn call_from_object(map: &Map<String, Value>) -> Result<TextCall, String> {
             ));
         }
     };
+    check_name(&name)?;
     let arguments = arguments(
         &name,
         map.get("arguments").or_else(|| map.get("parameters")),
+        schemas,
     )?;
     Ok(TextCall { name, arguments })
 }
 
-/// Arguments as an object: missing or null is `{}`, a JSON string holding
-/// an object is decoded (OpenAI's wire form), anything else is refused.
-fn arguments(name: &str, value: Option<&Value>) -> Result<Value, String> {
-    match value {
-        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-        Some(Value::Object(map)) => Ok(Value::Object(map.clone())),
-        Some(Value::String(text)) if text.trim().is_empty() => Ok(Value::Object(Map::new())),
+/// Arguments as an object fitted to the tool's schema: missing or null is
+/// `{}`, a JSON string holding an object is decoded (OpenAI's wire form), a
+/// plain string is the value of the tool's one required (or only)
+/// parameter, anything else is refused.
+fn arguments(name: &str, value: Option<&Value>, schemas: &Schemas) -> Result<Value, String> {
+    let map = match value {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(Value::String(text)) if text.trim().is_empty() => Map::new(),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            _ => Err(format!(
-                "arguments of {name} are a string that is not a json object: {}",
-                quote(text)
-            )),
+            Ok(Value::Object(map)) => map,
+            _ => match schema::sole_property(schemas, name) {
+                Some(key) => Map::from_iter([(key, Value::String(text.clone()))]),
+                None => {
+                    return Err(format!(
+                        "arguments of {name} are a string that is not a json object: {}",
+                        quote(text)
+                    ));
+                }
+            },
         },
-        Some(other) => Err(format!(
-            "arguments of {name} are not a json object: {}",
-            quote(&other.to_string())
-        )),
-    }
+        Some(other) => {
+            return Err(format!(
+                "arguments of {name} are not a json object: {}",
+                quote(&other.to_string())
+            ));
+        }
+    };
+    Ok(Value::Object(schema::fit_arguments(name, map, schemas)))
 }
 
-/// What follows `<function=` up to (not including) `</function>`:
-/// `NAME>` then `<parameter=K>V</parameter>` pairs.
-pub(super) fn function(text: &str, raw: &str) -> Vec<Segment> {
-    match function_call(text) {
+/// What follows `<function=` (or `<function name=`) up to (not including)
+/// `</function>`: `NAME>` (the name possibly quoted) then
+/// `<parameter=K>V</parameter>` pairs or one JSON object of arguments.
+pub(super) fn function(text: &str, raw: &str, schemas: &Schemas) -> Vec<Segment> {
+    match function_call(text, schemas) {
         Ok(call) => vec![Segment::Call(call)],
         Err(reason) => vec![malformed(raw, reason)],
     }
 }
 
-fn function_call(text: &str) -> Result<TextCall, String> {
+fn function_call(text: &str, schemas: &Schemas) -> Result<TextCall, String> {
     let Some(gt) = text.find('>') else {
         return Err(format!(
             "function tag is not closed: {}",
@@ -172,11 +231,35 @@ fn function_call(text: &str) -> Result<TextCall, String> {
         ));
     };
     let name = text[..gt].trim();
+    let name = name
+        .strip_prefix('"')
+        .and_then(|n| n.strip_suffix('"'))
+        .or_else(|| name.strip_prefix('\'').and_then(|n| n.strip_suffix('\'')))
+        .unwrap_or(name)
+        .trim();
     if name.is_empty() {
         return Err("function tag without a name".to_string());
     }
     if name.contains(['<', '\n']) {
         return Err(format!("function tag is not closed: {}", quote(name)));
+    }
+    check_name(name)?;
+    let body = text[gt + 1..].trim();
+    if body.starts_with('{') {
+        return match serde_json::from_str::<Value>(body) {
+            Ok(Value::Object(map)) => Ok(TextCall {
+                name: name.to_string(),
+                arguments: Value::Object(schema::fit_arguments(name, map, schemas)),
+            }),
+            Ok(other) => Err(format!(
+                "arguments of {name} are not a json object: {}",
+                quote(&other.to_string())
+            )),
+            Err(err) => Err(format!(
+                "invalid json in function {name}: {}",
+                err.to_string().to_lowercase()
+            )),
+        };
     }
     let mut args = Map::new();
     let mut rest = &text[gt + 1..];
@@ -214,7 +297,12 @@ fn function_call(text: &str) -> Result<TextCall, String> {
             (Some(close), None) => (&value[..close], &value[close + "</parameter>".len()..]),
             (None, None) => (value, ""),
         };
-        args.insert(key.to_string(), parameter_value(raw_value));
+        let value = match schema::property(schemas, name, key) {
+            Some(prop) => schema::from_text(layout(raw_value), prop)
+                .unwrap_or_else(|| parameter_value(raw_value)),
+            None => parameter_value(raw_value),
+        };
+        args.insert(key.to_string(), value);
         rest = after;
     }
     Ok(TextCall {
@@ -228,14 +316,7 @@ fn function_call(text: &str) -> Result<TextCall, String> {
 /// arrays are taken as such; everything else (a JSON string included, whose
 /// quotes may well be meant) stays the text it is.
 fn parameter_value(text: &str) -> Value {
-    let text = text
-        .strip_prefix("\r\n")
-        .or_else(|| text.strip_prefix('\n'))
-        .unwrap_or(text);
-    let text = text
-        .strip_suffix("\r\n")
-        .or_else(|| text.strip_suffix('\n'))
-        .unwrap_or(text);
+    let text = layout(text);
     let trimmed = text.trim();
     let json_like = trimmed.starts_with(['{', '[', '-'])
         || trimmed.starts_with(|c: char| c.is_ascii_digit())
@@ -244,6 +325,18 @@ fn parameter_value(text: &str) -> Value {
         return value;
     }
     Value::String(text.to_string())
+}
+
+/// A parameter's text without the one leading and one trailing newline of
+/// the markup's layout.
+fn layout(text: &str) -> &str {
+    let text = text
+        .strip_prefix("\r\n")
+        .or_else(|| text.strip_prefix('\n'))
+        .unwrap_or(text);
+    text.strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(text)
 }
 
 /// A code fence around a tool call's JSON (some models add one).
@@ -258,12 +351,34 @@ fn strip_fence(text: &str) -> &str {
     inner.trim_end().strip_suffix("```").unwrap_or(inner).trim()
 }
 
-/// A complete bare JSON array counts as calls only when every element is a
-/// call object and every name is a tool on offer; anything else is the JSON
-/// the user asked for.
-pub(super) fn bare_calls(json: &str, known_tools: &[String]) -> Option<Vec<TextCall>> {
-    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(json) else {
-        return None;
+/// A complete bare JSON array or object, or a Python call list, counts as
+/// calls only when every element is a call and every name is a tool on
+/// offer; anything else is the JSON (or code) the user asked for. A bare
+/// object must carry its arguments (`arguments` or `parameters`, possibly
+/// inside `function`), or be a `{"tool_calls": [...]}` wrapper.
+pub(super) fn bare_calls(
+    text: &str,
+    known_tools: &[String],
+    schemas: &Schemas,
+) -> Option<Vec<TextCall>> {
+    let items = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) => items,
+        Ok(Value::Object(mut map)) => match map.remove("tool_calls") {
+            Some(Value::Array(items)) if map.is_empty() => items,
+            Some(_) => return None,
+            None => {
+                let inner = match map.get("function") {
+                    Some(Value::Object(inner)) => inner,
+                    _ => &map,
+                };
+                if !inner.contains_key("arguments") && !inner.contains_key("parameters") {
+                    return None;
+                }
+                vec![Value::Object(map)]
+            }
+        },
+        Ok(_) => return None,
+        Err(_) => return python_calls(text, known_tools, schemas),
     };
     if items.is_empty() {
         return None;
@@ -275,10 +390,156 @@ pub(super) fn bare_calls(json: &str, known_tools: &[String]) -> Option<Vec<TextC
             if map.keys().any(|key| !BARE_KEYS.contains(&key.as_str())) {
                 return None;
             }
-            let call = call_from_object(map).ok()?;
+            let call = call_from_object(map, schemas).ok()?;
             known_tools.contains(&call.name).then_some(call)
         })
         .collect()
+}
+
+/// `[f(a=1), g(b="x")]` when every name is a tool on offer.
+fn python_calls(text: &str, known_tools: &[String], schemas: &Schemas) -> Option<Vec<TextCall>> {
+    python::call_list(text)?
+        .into_iter()
+        .map(|(name, args)| {
+            known_tools.contains(&name).then(|| TextCall {
+                arguments: Value::Object(schema::fit_arguments(&name, args, schemas)),
+                name,
+            })
+        })
+        .collect()
+}
+
+/// What follows `[TOOL_CALLS]`, read once the reply has ended: a JSON array
+/// (or object) of calls, or `name{json}` / `name[ARGS]{json}` as newer
+/// Mistral templates write it, repeated, possibly each after its own
+/// marker. Junk before the first call is skipped; text after the last one
+/// is text. Prose with no JSON at all is text (the marker is dropped);
+/// nothing at all is one malformed segment.
+pub(super) fn mistral(body: &str, raw: &str, schemas: &Schemas) -> Vec<Segment> {
+    let prose = body.replace(MISTRAL, " ");
+    let prose = prose.trim();
+    if !prose.is_empty() && !prose.contains(['[', '{']) {
+        return vec![Segment::Text(prose.to_string())];
+    }
+    let mut out = Vec::new();
+    let mut rest = body;
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix(MISTRAL) {
+            rest = after;
+            continue;
+        }
+        if rest.is_empty() {
+            break;
+        }
+        let (name, json) = match rest.as_bytes()[0] {
+            b'[' | b'{' => (None, rest),
+            _ => match named_call(rest) {
+                Some((name, json)) => (Some(name), json),
+                None if out.is_empty() => {
+                    // Junk between the marker and the calls.
+                    match rest.find(['[', '{']) {
+                        Some(at) if at > 0 => {
+                            rest = &rest[at..];
+                            continue;
+                        }
+                        _ => break,
+                    }
+                }
+                None => break,
+            },
+        };
+        let mut stream = serde_json::Deserializer::from_str(json).into_iter::<Value>();
+        let value = match stream.next() {
+            Some(Ok(value)) => value,
+            Some(Err(err)) if out.is_empty() => {
+                out.push(malformed(
+                    raw,
+                    format!(
+                        "invalid json after [TOOL_CALLS]: {}",
+                        err.to_string().to_lowercase()
+                    ),
+                ));
+                return out;
+            }
+            _ => break,
+        };
+        let consumed = stream.byte_offset();
+        match (name, value) {
+            (Some(name), Value::Object(args)) => {
+                let call = check_name(name).map(|()| TextCall {
+                    name: name.to_string(),
+                    arguments: Value::Object(schema::fit_arguments(name, args, schemas)),
+                });
+                out.push(match call {
+                    Ok(call) => Segment::Call(call),
+                    Err(reason) => malformed(raw, reason),
+                });
+            }
+            (Some(name), other) => out.push(malformed(
+                raw,
+                format!(
+                    "arguments of {name} are not a json object: {}",
+                    quote(&other.to_string())
+                ),
+            )),
+            (None, Value::Object(map)) => objects(map, raw, schemas, &mut out),
+            (None, Value::Array(items)) => {
+                for item in items {
+                    match item {
+                        Value::Object(map) => objects(map, raw, schemas, &mut out),
+                        other => out.push(malformed(
+                            raw,
+                            format!(
+                                "[TOOL_CALLS] array holds a non-object: {}",
+                                quote(&other.to_string())
+                            ),
+                        )),
+                    }
+                }
+            }
+            (None, other) => out.push(malformed(
+                raw,
+                format!(
+                    "[TOOL_CALLS] holds a non-object: {}",
+                    quote(&other.to_string())
+                ),
+            )),
+        }
+        rest = &json[consumed..];
+    }
+    if out.is_empty() {
+        return vec![malformed(
+            raw,
+            "no tool call after [TOOL_CALLS]".to_string(),
+        )];
+    }
+    // A fence the junk before the calls opened closes after them.
+    let trailing = rest.trim();
+    let trailing = trailing.strip_prefix("```").unwrap_or(trailing).trim();
+    if !trailing.is_empty() {
+        out.push(Segment::Text(trailing.to_string()));
+    }
+    out
+}
+
+/// `name{…}`, `name [ARGS] {…}` or `name[CALL_ID]id[ARGS]{…}`: the name and
+/// where its JSON starts.
+fn named_call(text: &str) -> Option<(&str, &str)> {
+    let end = text
+        .bytes()
+        .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))?;
+    if end == 0 {
+        return None;
+    }
+    let name = &text[..end];
+    let mut rest = text[end..].trim_start();
+    if let Some(after) = rest.strip_prefix("[CALL_ID]") {
+        let stop = after.find('[')?;
+        rest = &after[stop..];
+    }
+    rest = rest.strip_prefix("[ARGS]").unwrap_or(rest).trim_start();
+    rest.starts_with('{').then_some((name, rest))
 }
 
 /// Whether a bare array cut off by the end of the stream had begun a call
@@ -286,6 +547,9 @@ pub(super) fn bare_calls(json: &str, known_tools: &[String]) -> Option<Vec<TextC
 /// looked at, so JSON for the user that merely runs on is not taken for a
 /// call because of some later string.
 pub(super) fn names_known_tool(partial: &str, known_tools: &[String]) -> bool {
+    if let Some(name) = python::first_name(partial) {
+        return known_tools.iter().any(|tool| tool == name);
+    }
     let Some(at) = partial.find("\"name\"") else {
         return false;
     };

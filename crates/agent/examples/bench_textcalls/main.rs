@@ -1,0 +1,142 @@
+//! Throughput of the text tool-call parser on a long reply with calls, now
+//! and before the Mistral, Llama, Python and schema-typed forms (the old
+//! parser is kept in `old.rs` only for this comparison).
+//!
+//! The reply mixes what the common case looks like: paragraphs of prose
+//! (with `<`, `[` and `{` here and there, footnotes and lists at line
+//! starts), `<tool_call>` JSON calls, `<function=>` calls and bare call
+//! arrays, each form the old parser also reads, so both do the same work.
+//! Each parser reads it whole and streamed in 16-byte deltas; the best of
+//! several rounds counts.
+//!
+//! Usage: bench_textcalls [MEGABYTES] [ROUNDS]
+
+mod old;
+
+use std::time::{Duration, Instant};
+
+use data_plane_agent::textcalls::{Segment, StreamParser};
+use serde_json::{Value, json};
+
+const TOOLS: [&str; 3] = ["search_documents", "read_document", "web_search"];
+
+fn reply(size: usize) -> String {
+    let paragraph = "Vacuuming reclaims storage held by dead tuples; if a < b and the \
+        table is large, run it [1] more often. The map {a: 1} is a set-up detail.\n\
+        - first point about autovacuum\n[2] PostgreSQL manual, chapter 25.\n\n";
+    let calls = [
+        "<tool_call>\n{\"name\": \"search_documents\", \"arguments\": {\"query\": \"vacuum full\", \"limit\": 5}}\n</tool_call>\n",
+        "<function=read_document>\n<parameter=document_id>\n1f0c-77\n</parameter>\n<parameter=start>\n200\n</parameter>\n</function>\n",
+        "[{\"name\": \"web_search\", \"arguments\": {\"query\": \"postgres bloat\"}}]\n",
+    ];
+    let mut out = String::with_capacity(size + 1024);
+    let mut n = 0;
+    while out.len() < size {
+        for _ in 0..3 {
+            out.push_str(paragraph);
+        }
+        out.push_str(calls[n % calls.len()]);
+        n += 1;
+    }
+    out
+}
+
+fn schemas() -> Vec<(String, Value)> {
+    TOOLS
+        .iter()
+        .map(|name| {
+            let schema = json!({"type": "object", "properties": {
+                "query": {"type": "string"}, "limit": {"type": "integer"},
+                "document_id": {"type": "string"}, "start": {"type": "integer"}}});
+            (name.to_string(), schema)
+        })
+        .collect()
+}
+
+fn new_calls(input: &str, delta: usize, typed: bool) -> usize {
+    let mut parser = if typed {
+        StreamParser::new(Vec::new()).schemas(schemas())
+    } else {
+        StreamParser::new(TOOLS.iter().map(|s| s.to_string()).collect())
+    };
+    let mut calls = 0;
+    let mut count = |segments: Vec<Segment>| {
+        calls += segments
+            .iter()
+            .filter(|s| matches!(s, Segment::Call(_)))
+            .count();
+    };
+    for chunk in chunks(input, delta) {
+        count(parser.push(chunk));
+    }
+    count(parser.finish());
+    calls
+}
+
+fn old_calls(input: &str, delta: usize) -> usize {
+    let names: Vec<String> = TOOLS.iter().map(|s| s.to_string()).collect();
+    let mut parser = old::StreamParser::new(names);
+    let mut calls = 0;
+    let mut count = |segments: Vec<old::Segment>| {
+        calls += segments
+            .iter()
+            .filter(|s| matches!(s, old::Segment::Call(_)))
+            .count();
+    };
+    for chunk in chunks(input, delta) {
+        count(parser.push(chunk));
+    }
+    count(parser.finish());
+    calls
+}
+
+fn chunks(input: &str, delta: usize) -> impl Iterator<Item = &str> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= input.len() {
+            return None;
+        }
+        let mut end = (at + delta).min(input.len());
+        while !input.is_char_boundary(end) {
+            end += 1;
+        }
+        let piece = &input[at..end];
+        at = end;
+        Some(piece)
+    })
+}
+
+fn best(rounds: usize, mut run: impl FnMut() -> usize) -> (Duration, usize) {
+    let mut best = Duration::MAX;
+    let mut calls = 0;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        calls = std::hint::black_box(run());
+        best = best.min(started.elapsed());
+    }
+    (best, calls)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let megabytes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let input = reply(megabytes << 20);
+    let mb = input.len() as f64 / (1u64 << 20) as f64;
+    println!("reply: {mb:.1} MiB, best of {rounds} rounds (MB/s are MiB per second)");
+    for (label, delta) in [("whole", input.len()), ("16-byte deltas", 16)] {
+        let (before, old_n) = best(rounds, || old_calls(&input, delta));
+        let (after, new_n) = best(rounds, || new_calls(&input, delta, true));
+        let (untyped, _) = best(rounds, || new_calls(&input, delta, false));
+        assert_eq!(old_n, new_n, "both parsers find the same calls");
+        let rate = |d: Duration| mb / d.as_secs_f64();
+        println!(
+            "{label:>15}: before {:7.1} MB/s, after {:7.1} MB/s, after/before {:.2} \
+             ({new_n} calls; after without schemas {:7.1} MB/s)",
+            rate(before),
+            rate(after),
+            rate(after) / rate(before),
+            rate(untyped),
+        );
+    }
+}

@@ -1,0 +1,908 @@
+//! The text-call parser as it was before the Mistral, Llama, Python and
+//! schema-typed forms, kept only as this benchmark's baseline.
+#![allow(dead_code)]
+
+// Tool calls written as text by local models, found in a stream of deltas:
+// `<function=NAME><parameter=K>V</parameter></function>`,
+// `<tool_call>{json}</tool_call>`, a bare JSON array of `{name, arguments}`;
+// `<think>…</think>` is removed. Everything else is text for the user.
+//
+// One state machine serves both the streaming and the whole-text case, so
+// they cannot disagree: `parse` is a single `push` and `finish`. Every
+// decision depends only on the bytes seen and on whether the stream has
+// ended, never on where a delta happened to end. Each byte is examined a
+// bounded number of times: searches resume where they stopped, and only a
+// short possible prefix of markup is ever looked at again.
+
+mod body;
+
+use serde_json::Value;
+
+/// A tool call the model wrote as text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextCall {
+    pub name: String,
+    /// Always a JSON object.
+    pub arguments: Value,
+}
+
+/// One piece of what the model wrote, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Segment {
+    /// Text the user sees.
+    Text(String),
+    /// A complete tool call.
+    Call(TextCall),
+    /// Call markup that could not be read (truncated, bad JSON); never shown
+    /// to the user, reported back to the model so it can try again.
+    Malformed { raw: String, reason: String },
+}
+
+/// Whether the chat template already opened a `<think>` block in the
+/// prompt, so that the reply starts inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThinkStart {
+    /// Not known. Text at the very start of the reply is held back until a
+    /// `</think>` shows it was reasoning (dropped), or a `<think>`, a call or
+    /// the end shows it was not (released). Safe for any model, but a reply
+    /// without any of these reaches the user only when it ends.
+    #[default]
+    Unknown,
+    /// The template opened it: everything up to the first `</think>` is
+    /// reasoning, all of it if none comes.
+    Open,
+    /// The model opens its own think blocks: text streams from the first
+    /// byte and a stray `</think>` is merely removed.
+    Closed,
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+const TOOL_CALL_OPEN: &str = "<tool_call>";
+const TOOL_CALL_CLOSE: &str = "</tool_call>";
+const FUNCTION_OPEN: &str = "<function=";
+const FUNCTION_CLOSE: &str = "</function>";
+
+/// The tags that are markup wherever they appear in text (unless written
+/// right after a backtick, as inline code). Anything else starting with `<`
+/// is text: `a < b`, `<div>`, `<tool_calls are…`.
+const TAGS: [&str; 6] = [
+    THINK_OPEN,
+    THINK_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_CALL_CLOSE,
+    FUNCTION_OPEN,
+    FUNCTION_CLOSE,
+];
+
+/// How far a possible bare-array opening (`[`, whitespace, `{`, the first
+/// key) or a fence line may run before it is taken for text.
+const HEAD_MAX: usize = 256;
+/// Whitespace tolerated between a bare array's `]` and the end of its line
+/// or its closing fence.
+const TAIL_MAX: usize = 256;
+/// The keys a call object may start with; a bare array whose first object
+/// starts with another key is text at once, without waiting for its end.
+const FIRST_KEYS: [&str; 5] = ["name", "arguments", "parameters", "function", "type"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallKind {
+    ToolCall,
+    Function,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ArrayPhase {
+    /// Between `[` and the first key: is this a call array at all?
+    Head,
+    /// Inside the array, looking for its matching `]`.
+    Body,
+    /// After the `]` at `end`: is the array alone on its line (or closed by
+    /// its fence)?
+    Tail { end: usize },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ArrayState {
+    /// Where the candidate starts: the `[`, or the fence before it.
+    start: usize,
+    bracket: usize,
+    fenced: bool,
+    phase: ArrayPhase,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+enum Mode {
+    #[default]
+    Text,
+    Think,
+    /// Held call markup from `start` (its `<`); its body begins at `body`.
+    Call {
+        kind: CallKind,
+        start: usize,
+        body: usize,
+    },
+    Array(ArrayState),
+}
+
+/// Where a `<tool_call>` body ends, as far as the input shows.
+enum JsonClose {
+    Found(usize),
+    /// A possible closing tag is cut off by the end of the input.
+    Wait,
+    NotFound,
+}
+
+/// The scan of a `<tool_call>` body, kept between deltas.
+#[derive(Debug, Default, Clone, Copy)]
+struct CallScan {
+    /// Whether the body is JSON; unknown until its first non-blank byte.
+    json: Option<bool>,
+    in_string: bool,
+    escaped: bool,
+    /// The first closing tag seen inside a JSON string.
+    fallback: Option<usize>,
+}
+
+/// What a look at a possible markup prefix found.
+enum Prefix {
+    /// Markup for certain; for a fence, the offset of its `[`.
+    Full(usize),
+    /// Could still become markup: wait for more input.
+    Partial,
+    /// Text.
+    No,
+}
+
+/// Finds tool calls in a model's streamed text. Text is released as soon as
+/// it cannot be the start of call markup; markup is held back until it is
+/// complete, so none of it reaches the user as text.
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    known_tools: Vec<String>,
+    /// Input not yet consumed starts at `pos`; the front is dropped after
+    /// each push.
+    buf: String,
+    pos: usize,
+    /// Where the current mode's search resumes.
+    scan: usize,
+    mode: Mode,
+    /// Segments decided during the current call.
+    out: Vec<Segment>,
+    /// Text decided during the current call, not yet a segment.
+    text: String,
+    /// Whitespace after the last text, shown only if more text follows
+    /// (whitespace around markup is layout, not content).
+    pending_ws: String,
+    /// Just after markup: whitespace is dropped until text comes.
+    after_markup: bool,
+    /// Only spaces and tabs since the last newline (or the start).
+    line_start: bool,
+    /// The last byte handled in text mode, for the inline-code rule.
+    prev: u8,
+    /// Leading text that may still prove to be reasoning (`ThinkStart::Unknown`).
+    lead: Option<String>,
+    /// Set once a bare array has been cut off by the end of the stream, so
+    /// the rest is read as text without trying arrays again.
+    arrays_off: bool,
+    call_scan: CallScan,
+    examined: usize,
+}
+
+impl StreamParser {
+    /// `known_tools`: names of the tools offered. A bare JSON array counts as
+    /// calls only when every name in it is one of them; explicit markup
+    /// always counts (an unknown name is then the registry's to refuse).
+    pub fn new(known_tools: Vec<String>) -> Self {
+        StreamParser {
+            known_tools,
+            line_start: true,
+            lead: Some(String::new()),
+            ..StreamParser::default()
+        }
+    }
+
+    /// Says whether the prompt opened a think block (default: unknown).
+    pub fn think_start(mut self, start: ThinkStart) -> Self {
+        match start {
+            ThinkStart::Unknown => {
+                self.lead = Some(String::new());
+                self.mode = Mode::Text;
+            }
+            ThinkStart::Open => {
+                self.lead = None;
+                self.mode = Mode::Think;
+            }
+            ThinkStart::Closed => {
+                self.lead = None;
+                self.mode = Mode::Text;
+            }
+        }
+        self
+    }
+
+    /// Feeds one delta; returns what became certain.
+    pub fn push(&mut self, delta: &str) -> Vec<Segment> {
+        self.buf.push_str(delta);
+        self.run(false);
+        self.compact();
+        self.take_out()
+    }
+
+    /// The end of the stream: releases everything held back.
+    pub fn finish(mut self) -> Vec<Segment> {
+        self.run(true);
+        if let Some(lead) = self.lead.take() {
+            self.text.insert_str(0, &lead);
+        }
+        self.take_out()
+    }
+
+    /// Bytes looked at so far, all passes together. It stays proportional to
+    /// the input however it is split into deltas (the tests hold it to that).
+    pub fn bytes_examined(&self) -> usize {
+        self.examined
+    }
+
+    fn take_out(&mut self) -> Vec<Segment> {
+        if !self.text.is_empty() {
+            self.out.push(Segment::Text(std::mem::take(&mut self.text)));
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Drops consumed input so the buffer holds only what is undecided.
+    fn compact(&mut self) {
+        let pos = self.pos;
+        if pos == 0 {
+            return;
+        }
+        self.buf.drain(..pos);
+        self.examined += self.buf.len();
+        self.pos = 0;
+        self.scan = self.scan.saturating_sub(pos);
+        self.call_scan.fallback = self.call_scan.fallback.map(|at| at.saturating_sub(pos));
+        self.mode = match self.mode {
+            Mode::Call { kind, start, body } => Mode::Call {
+                kind,
+                start: start - pos,
+                body: body - pos,
+            },
+            Mode::Array(mut state) => {
+                state.start -= pos;
+                state.bracket -= pos;
+                if let ArrayPhase::Tail { end } = state.phase {
+                    state.phase = ArrayPhase::Tail { end: end - pos };
+                }
+                Mode::Array(state)
+            }
+            other => other,
+        };
+    }
+
+    fn run(&mut self, eof: bool) {
+        loop {
+            let progressed = match self.mode {
+                Mode::Text => self.step_text(eof),
+                Mode::Think => self.step_think(eof),
+                Mode::Call { kind, start, body } => self.step_call(kind, start, body, eof),
+                Mode::Array(state) => self.step_array(state, eof),
+            };
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    /// Text the user sees (after any whitespace held before it).
+    fn emit_text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let target = match self.lead.as_mut() {
+            Some(lead) => lead,
+            None => &mut self.text,
+        };
+        target.push_str(&self.pending_ws);
+        target.push_str(text);
+        self.pending_ws.clear();
+        self.after_markup = false;
+    }
+
+    /// A call or malformed markup: leading text was no reasoning after all.
+    fn emit_segment(&mut self, segment: Segment) {
+        self.release_lead();
+        if !self.text.is_empty() {
+            self.out.push(Segment::Text(std::mem::take(&mut self.text)));
+        }
+        self.out.push(segment);
+    }
+
+    fn release_lead(&mut self) {
+        if let Some(lead) = self.lead.take() {
+            self.text.push_str(&lead);
+        }
+    }
+
+    /// Markup was consumed up to `to`: surrounding whitespace is layout.
+    fn after_markup_at(&mut self, to: usize) {
+        self.consume_markup(to, false);
+    }
+
+    fn consume_markup(&mut self, to: usize, keep_pending_ws: bool) {
+        self.pos = to;
+        self.scan = to;
+        if !keep_pending_ws {
+            self.pending_ws.clear();
+        }
+        self.after_markup = true;
+        // What follows markup starts afresh, as a line does: a call array
+        // right after `</think>` is still a call array.
+        self.line_start = true;
+        self.prev = b'>';
+        self.mode = Mode::Text;
+    }
+
+    fn step_text(&mut self, eof: bool) -> bool {
+        let len = self.buf.len();
+        let mut i = self.pos;
+        let mut run_start = i;
+        while i < len {
+            let byte = self.buf.as_bytes()[i];
+            self.examined += 1;
+            match byte {
+                b' ' | b'\t' | b'\r' | b'\n' => {
+                    self.flush_run(run_start, i);
+                    if !self.after_markup {
+                        self.pending_ws.push(byte as char);
+                    }
+                    self.line_start = byte == b'\n' || self.line_start;
+                    self.prev = byte;
+                    i += 1;
+                    run_start = i;
+                    continue;
+                }
+                b'<' if self.prev != b'`' => match self.tag_at(i, eof) {
+                    Prefix::Full(tag) => {
+                        self.flush_run(run_start, i);
+                        self.enter_tag(i, tag);
+                        return true;
+                    }
+                    Prefix::Partial => {
+                        self.flush_run(run_start, i);
+                        self.pos = i;
+                        return false;
+                    }
+                    Prefix::No => {}
+                },
+                b'[' if self.line_start && !self.arrays_off => {
+                    self.flush_run(run_start, i);
+                    self.start_array(i, i, false);
+                    return true;
+                }
+                b'`' if self.line_start && !self.arrays_off => match self.fence_at(i, eof) {
+                    Prefix::Full(bracket) => {
+                        self.flush_run(run_start, i);
+                        self.start_array(i, bracket, true);
+                        return true;
+                    }
+                    Prefix::Partial => {
+                        self.flush_run(run_start, i);
+                        self.pos = i;
+                        return false;
+                    }
+                    Prefix::No => {}
+                },
+                _ => {}
+            }
+            self.after_markup = false;
+            self.line_start = false;
+            self.prev = byte;
+            i += 1;
+        }
+        self.flush_run(run_start, len);
+        self.pos = len;
+        false
+    }
+
+    fn flush_run(&mut self, from: usize, to: usize) {
+        if from < to {
+            let run = self.buf[from..to].to_string();
+            self.emit_text(&run);
+        }
+    }
+
+    /// Whether the `<` at `at` opens one of the markup tags.
+    fn tag_at(&self, at: usize, eof: bool) -> Prefix {
+        let rest = &self.buf.as_bytes()[at..];
+        for (index, tag) in TAGS.iter().enumerate() {
+            if rest.starts_with(tag.as_bytes()) {
+                return Prefix::Full(index);
+            }
+        }
+        if !eof && TAGS.iter().any(|tag| tag.as_bytes().starts_with(rest)) {
+            return Prefix::Partial;
+        }
+        Prefix::No
+    }
+
+    fn enter_tag(&mut self, at: usize, tag: usize) {
+        let name = TAGS[tag];
+        let end = at + name.len();
+        match name {
+            // Whitespace before a think block stays pending: text on both
+            // sides of one is still separated.
+            THINK_OPEN => {
+                self.release_lead();
+                self.consume_markup(end, true);
+                self.mode = Mode::Think;
+            }
+            THINK_CLOSE => {
+                // Text before a `</think>` that was never opened is reasoning
+                // the template opened in the prompt.
+                if self.lead.take().is_some() {
+                    self.after_markup_at(end);
+                } else {
+                    // Otherwise it is a stray tag that merely disappears.
+                    self.pos = end;
+                    self.prev = b'>';
+                }
+            }
+            TOOL_CALL_OPEN | FUNCTION_OPEN => {
+                let kind = if name == TOOL_CALL_OPEN {
+                    CallKind::ToolCall
+                } else {
+                    CallKind::Function
+                };
+                self.pos = at;
+                self.scan = end;
+                self.call_scan = CallScan::default();
+                self.mode = Mode::Call {
+                    kind,
+                    start: at,
+                    body: end,
+                };
+            }
+            // A closing tag without its opening one is still markup.
+            _ => self.after_markup_at(end),
+        }
+    }
+
+    /// Finds `needle` from `self.scan`, counting the bytes looked at.
+    fn find_from_scan(&mut self, needle: &str) -> Option<usize> {
+        let from = self.scan;
+        self.examined += self.buf.len() - from;
+        self.buf[from..].find(needle).map(|at| from + at)
+    }
+
+    /// Where the next search for `needle` resumes: far enough back to catch
+    /// a tag split across deltas, on a character boundary.
+    fn resume_before_end(&mut self, needle: &str, floor: usize) {
+        let mut at = self.buf.len().saturating_sub(needle.len() - 1).max(floor);
+        while !self.buf.is_char_boundary(at) {
+            at -= 1;
+        }
+        self.scan = at;
+    }
+
+    fn step_think(&mut self, eof: bool) -> bool {
+        if let Some(at) = self.find_from_scan(THINK_CLOSE) {
+            self.consume_markup(at + THINK_CLOSE.len(), true);
+            return true;
+        }
+        if eof {
+            // An unclosed think block swallows the rest of the reply.
+            self.pos = self.buf.len();
+            self.mode = Mode::Text;
+            return false;
+        }
+        let floor = self.pos;
+        self.resume_before_end(THINK_CLOSE, floor);
+        // Reasoning is dropped, so it need not be kept while waiting.
+        self.pos = self.scan;
+        false
+    }
+
+    fn step_call(&mut self, kind: CallKind, start: usize, body: usize, eof: bool) -> bool {
+        let close = match kind {
+            CallKind::ToolCall => TOOL_CALL_CLOSE,
+            CallKind::Function => FUNCTION_CLOSE,
+        };
+        let found = match kind {
+            CallKind::ToolCall => match self.find_json_close(body, eof) {
+                JsonClose::Found(at) => Some(at),
+                JsonClose::Wait => return false,
+                // A string that never closed: its first closing tag ends the
+                // markup after all, and what follows is read again.
+                JsonClose::NotFound if eof => self.call_scan.fallback,
+                JsonClose::NotFound => None,
+            },
+            CallKind::Function => self.find_from_scan(close),
+        };
+        if let Some(at) = found {
+            let end = at + close.len();
+            self.examined += end - start;
+            let raw = &self.buf[start..end];
+            let inner = &self.buf[body..at];
+            let segments = match kind {
+                CallKind::ToolCall => body::tool_call(inner, raw, true),
+                CallKind::Function => body::function(inner, raw),
+            };
+            for segment in segments {
+                self.emit_segment(segment);
+            }
+            self.after_markup_at(end);
+            return true;
+        }
+        if !eof {
+            if kind == CallKind::Function {
+                self.resume_before_end(close, body);
+            }
+            return false;
+        }
+        let len = self.buf.len();
+        self.examined += len - start;
+        let raw = &self.buf[start..];
+        let mut inner = &self.buf[body..];
+        // A stream cut inside the closing tag leaves part of it behind.
+        if let Some(cut) = (1..close.len())
+            .rev()
+            .find(|n| inner.ends_with(&close[..*n]))
+        {
+            inner = &inner[..inner.len() - cut];
+        }
+        let segments = match kind {
+            CallKind::ToolCall => body::tool_call(inner, raw, false),
+            CallKind::Function => vec![Segment::Malformed {
+                raw: raw.to_string(),
+                reason: "unterminated function call".to_string(),
+            }],
+        };
+        for segment in segments {
+            self.emit_segment(segment);
+        }
+        self.after_markup_at(len);
+        false
+    }
+
+    /// Looks for `</tool_call>` from `self.scan`. When the body is JSON, a
+    /// closing tag inside a JSON string is part of the string (an argument
+    /// may well quote markup); the first such one is kept in case the string
+    /// never closes.
+    fn find_json_close(&mut self, body: usize, eof: bool) -> JsonClose {
+        let bytes = self.buf.as_bytes();
+        let close = TOOL_CALL_CLOSE.as_bytes();
+        let mut state = self.call_scan;
+        let mut i = self.scan;
+        let mut result = JsonClose::NotFound;
+        if state.json.is_none() {
+            match bytes[body..].iter().find(|b| !b.is_ascii_whitespace()) {
+                Some(first) => state.json = Some(matches!(first, b'{' | b'[')),
+                None if eof => {}
+                None => return JsonClose::Wait,
+            }
+        }
+        let json = state.json == Some(true);
+        while i < bytes.len() {
+            let byte = bytes[i];
+            if byte == b'<' {
+                let rest = &bytes[i..];
+                if rest.starts_with(close) {
+                    if !state.in_string || !json {
+                        result = JsonClose::Found(i);
+                        break;
+                    }
+                    state.fallback.get_or_insert(i);
+                } else if !eof && close.starts_with(rest) {
+                    // The tag may be split across deltas: look again later.
+                    result = JsonClose::Wait;
+                    break;
+                }
+            }
+            if json {
+                if state.in_string {
+                    if state.escaped {
+                        state.escaped = false;
+                    } else if byte == b'\\' {
+                        state.escaped = true;
+                    } else if byte == b'"' {
+                        state.in_string = false;
+                    }
+                } else if byte == b'"' {
+                    state.in_string = true;
+                }
+            }
+            i += 1;
+        }
+        self.examined += i - self.scan;
+        self.scan = i;
+        self.call_scan = state;
+        result
+    }
+
+    /// Whether the backtick at `at` opens a fence whose first line is a `[`:
+    /// "```", an optional `json`, the end of the line, indentation, `[`.
+    fn fence_at(&self, at: usize, eof: bool) -> Prefix {
+        let rest = &self.buf.as_bytes()[at..];
+        let mut i = 0;
+        let expect = |i: &mut usize, lit: &[u8]| -> Option<bool> {
+            for &b in lit {
+                match rest.get(*i) {
+                    None => return None,
+                    Some(&c) if c == b => *i += 1,
+                    Some(_) => return Some(false),
+                }
+            }
+            Some(true)
+        };
+        match expect(&mut i, b"```") {
+            None => return self.partial_unless(eof),
+            Some(false) => return Prefix::No,
+            Some(true) => {}
+        }
+        if rest.get(i).is_some_and(|b| b.eq_ignore_ascii_case(&b'j')) {
+            for lit in [b'j', b's', b'o', b'n'] {
+                match rest.get(i) {
+                    None => return self.partial_unless(eof),
+                    Some(c) if c.eq_ignore_ascii_case(&lit) => i += 1,
+                    Some(_) => return Prefix::No,
+                }
+            }
+        }
+        let mut newline = false;
+        loop {
+            if i > HEAD_MAX {
+                return Prefix::No;
+            }
+            match rest.get(i) {
+                None => return self.partial_unless(eof),
+                Some(b' ' | b'\t' | b'\r') => i += 1,
+                Some(b'\n') if !newline => {
+                    newline = true;
+                    i += 1;
+                }
+                Some(b'[') if newline => return Prefix::Full(at + i),
+                Some(_) => return Prefix::No,
+            }
+        }
+    }
+
+    fn partial_unless(&self, eof: bool) -> Prefix {
+        if eof { Prefix::No } else { Prefix::Partial }
+    }
+
+    fn start_array(&mut self, start: usize, bracket: usize, fenced: bool) {
+        self.pos = start;
+        self.scan = bracket;
+        self.mode = Mode::Array(ArrayState {
+            start,
+            bracket,
+            fenced,
+            phase: ArrayPhase::Head,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+        });
+    }
+
+    fn step_array(&mut self, mut state: ArrayState, eof: bool) -> bool {
+        match state.phase {
+            ArrayPhase::Head => match self.array_head(state.bracket, eof) {
+                Prefix::Full(_) => {
+                    state.phase = ArrayPhase::Body;
+                    self.scan = state.bracket;
+                    self.mode = Mode::Array(state);
+                    true
+                }
+                Prefix::Partial => false,
+                Prefix::No => {
+                    self.reject_array(state, state.bracket + 1);
+                    true
+                }
+            },
+            ArrayPhase::Body => {
+                let bytes = self.buf.as_bytes();
+                let mut i = self.scan;
+                let mut end = None;
+                while i < bytes.len() {
+                    let byte = bytes[i];
+                    if state.in_string {
+                        if state.escaped {
+                            state.escaped = false;
+                        } else if byte == b'\\' {
+                            state.escaped = true;
+                        } else if byte == b'"' {
+                            state.in_string = false;
+                        }
+                    } else {
+                        match byte {
+                            b'"' => state.in_string = true,
+                            b'[' | b'{' => state.depth += 1,
+                            b']' | b'}' => {
+                                state.depth = state.depth.saturating_sub(1);
+                                if state.depth == 0 {
+                                    end = Some(i);
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    i += 1;
+                }
+                self.examined += i - self.scan;
+                if let Some(end) = end {
+                    state.phase = ArrayPhase::Tail { end };
+                    self.scan = end + 1;
+                    self.mode = Mode::Array(state);
+                    return true;
+                }
+                self.scan = i;
+                if !eof {
+                    self.mode = Mode::Array(state);
+                    return false;
+                }
+                let partial = &self.buf[state.bracket..];
+                self.examined += partial.len();
+                if body::names_known_tool(partial, &self.known_tools) {
+                    let raw = self.buf[state.start..].to_string();
+                    self.emit_segment(Segment::Malformed {
+                        raw,
+                        reason: "unterminated json array of tool calls".to_string(),
+                    });
+                    self.after_markup_at(self.buf.len());
+                    return false;
+                }
+                // Cut-off JSON is text; what follows its `[` is read again as
+                // text, with arrays off so nothing is read a third time.
+                self.arrays_off = true;
+                self.reject_array(state, state.bracket + 1);
+                true
+            }
+            ArrayPhase::Tail { end } => match self.array_tail(end, state.fenced, eof) {
+                Prefix::Full(consumed) => {
+                    let json = &self.buf[state.bracket..=end];
+                    self.examined += json.len();
+                    match body::bare_calls(json, &self.known_tools) {
+                        Some(calls) => {
+                            for call in calls {
+                                self.emit_segment(Segment::Call(call));
+                            }
+                            self.after_markup_at(consumed);
+                        }
+                        None => self.reject_array(state, end + 1),
+                    }
+                    true
+                }
+                Prefix::Partial => false,
+                Prefix::No => {
+                    self.reject_array(state, end + 1);
+                    true
+                }
+            },
+        }
+    }
+
+    /// `[`, whitespace, `{`, whitespace, `"` and a first key a call may have.
+    fn array_head(&mut self, bracket: usize, eof: bool) -> Prefix {
+        let rest = &self.buf.as_bytes()[bracket + 1..];
+        let limit = rest.len().min(HEAD_MAX);
+        self.examined += limit;
+        let skip_ws = |mut i: usize| {
+            while i < limit && rest[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            i
+        };
+        let i = skip_ws(0);
+        match rest.get(i) {
+            _ if i >= limit => return self.head_cut(rest.len(), eof),
+            Some(b'{') => {}
+            _ => return Prefix::No,
+        }
+        let i = skip_ws(i + 1);
+        match rest.get(i) {
+            _ if i >= limit => return self.head_cut(rest.len(), eof),
+            Some(b'"') => {}
+            _ => return Prefix::No,
+        }
+        let key_start = i + 1;
+        match rest[key_start.min(limit)..limit]
+            .iter()
+            .position(|&b| b == b'"')
+        {
+            Some(len) => {
+                let key = &rest[key_start..key_start + len];
+                if FIRST_KEYS.iter().any(|k| k.as_bytes() == key) {
+                    Prefix::Full(0)
+                } else {
+                    Prefix::No
+                }
+            }
+            None => self.head_cut(rest.len(), eof),
+        }
+    }
+
+    /// The head ran out of input: wait, unless it is over long or the end.
+    fn head_cut(&self, available: usize, eof: bool) -> Prefix {
+        if available >= HEAD_MAX || eof {
+            Prefix::No
+        } else {
+            Prefix::Partial
+        }
+    }
+
+    /// After the `]` at `end`: the rest of the line must be blank, or for a
+    /// fenced array, the closing fence must follow. `Full` holds where the
+    /// markup ends.
+    fn array_tail(&mut self, end: usize, fenced: bool, eof: bool) -> Prefix {
+        let rest = &self.buf.as_bytes()[end + 1..];
+        let limit = rest.len().min(TAIL_MAX);
+        self.examined += limit;
+        let mut i = 0;
+        while i < limit && matches!(rest[i], b' ' | b'\t' | b'\r' | b'\n') {
+            if rest[i] == b'\n' && !fenced {
+                return Prefix::Full(end + 1);
+            }
+            i += 1;
+        }
+        if i >= limit {
+            return if rest.len() >= TAIL_MAX {
+                Prefix::No
+            } else if eof {
+                Prefix::Full(end + 1)
+            } else {
+                Prefix::Partial
+            };
+        }
+        if !fenced {
+            return Prefix::No;
+        }
+        let fence = &rest[i..];
+        if !fence.starts_with(b"```") {
+            return if !eof && b"```".starts_with(fence) {
+                Prefix::Partial
+            } else {
+                Prefix::No
+            };
+        }
+        let after = i + 3;
+        let mut j = after;
+        while j < rest.len() && matches!(rest[j], b' ' | b'\t' | b'\r') {
+            j += 1;
+            if j - after > TAIL_MAX {
+                return Prefix::No;
+            }
+        }
+        match rest.get(j) {
+            Some(b'\n') => Prefix::Full(end + 1 + after),
+            Some(_) => Prefix::No,
+            None if eof => Prefix::Full(end + 1 + after),
+            None => Prefix::Partial,
+        }
+    }
+
+    /// Not a call array: what was held from its start up to `resume` is
+    /// text, and reading goes on from `resume` as text.
+    fn reject_array(&mut self, state: ArrayState, resume: usize) {
+        let text = self.buf[state.start..resume].to_string();
+        self.examined += text.len();
+        self.emit_text(&text);
+        self.pos = resume;
+        self.scan = resume;
+        self.line_start = false;
+        self.prev = self.buf.as_bytes()[resume - 1];
+        self.mode = Mode::Text;
+    }
+}
+
+/// Parses a whole reply at once.
+pub fn parse(text: &str, known_tools: &[String]) -> Vec<Segment> {
+    let mut parser = StreamParser::new(known_tools.to_vec());
+    let mut out = parser.push(text);
+    out.extend(parser.finish());
+    out
+}
