@@ -11,8 +11,8 @@ shopt -s inherit_errexit
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-# --no-browser leaves out the browser test's chromium and npm packages, which
-# only `make test` needs (`make run` passes it).
+# --no-browser leaves out what only `make test` needs (`make run` passes it):
+# the browser test's chromium and npm packages, and the API fuzzer.
 WITH_BROWSER=1
 for arg in "$@"; do
     case "$arg" in
@@ -98,6 +98,10 @@ fi
 # playwright-core that this folder's package-lock.json pins.
 E2E_DIR="$root/apps/data-plane/tests/e2e"
 E2E_MARKER="$E2E_DIR/node_modules/.data-plane-lock-sha256"
+# The API fuzzer (schemathesis, from PyPI) that apps/data-plane/tests/fuzz_api.rs
+# runs against the server's /openapi.json.
+FUZZ_VENV="$root/.data/fuzz/venv"
+FUZZ_SPEC="schemathesis==4.32.5"
 
 DEMO_DATASETS=(seattle-weather.csv stocks.csv iowa-electricity.csv us-employment.csv)
 VEGA_WHEEL_SPEC="vega-datasets==0.9.0"
@@ -390,12 +394,23 @@ step_browser() {
     fi
 }
 
+step_fuzzer() {
+    if [[ -x "$FUZZ_VENV/bin/schemathesis" ]] &&
+        [[ "$("$FUZZ_VENV/bin/pip" show schemathesis 2>/dev/null | sed -n 's/^Version: //p')" == "${FUZZ_SPEC#*==}" ]]; then
+        RESULT="present ($FUZZ_SPEC)"
+        return
+    fi
+    python3 -m venv "$FUZZ_VENV" >>"$LOG" 2>&1
+    "$FUZZ_VENV/bin/pip" install --quiet "$FUZZ_SPEC" >>"$LOG" 2>&1
+    RESULT="installed $FUZZ_SPEC into ${FUZZ_VENV#"$root"/}"
+}
+
 # ---- main -----------------------------------------------------------------
 
 mkdir -p "$BUILD"
 printf '\n== setup %s\n' "$(date -u +%FT%TZ)" >>"$LOG"
 total_started="$(date +%s)"
-STEPS=7
+STEPS=8
 ((WITH_BROWSER)) || STEPS=6
 step 1 packages step_packages
 step 2 pgvector step_pgvector
@@ -405,5 +420,6 @@ step 5 model step_model
 step 6 corpus step_corpus
 if ((WITH_BROWSER)); then
     step 7 browser step_browser
+    step 8 fuzzer step_fuzzer
 fi
 echo "setup done in $(($(date +%s) - total_started))s"

@@ -864,7 +864,11 @@ async fn an_audit_record_outlives_a_failed_write() {
     assert_eq!(space, None);
     assert_eq!(error.unwrap(), format!("space {gone} no longer exists"));
     assert!(ledger.audit_write_failures() >= 1);
-    let metrics = reqwest::get(server.url("/metrics"))
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
         .await
         .unwrap()
         .text()
@@ -878,10 +882,19 @@ async fn an_audit_record_outlives_a_failed_write() {
     assert!(count >= 1, "{line}");
 }
 
+/// The service token `start_with_ledger`'s server accepts (/metrics needs one).
+const METRICS_TOKEN: &str = "svc-metrics-0123456789abcdef";
+
 async fn start_with_ledger() -> (Server, data_plane_handlers::PgLedger) {
     let test = TestDatabase::create().await;
     let jwt = common::jwt();
-    let state = common::state(test.db.clone(), common::embedder(), jwt.clone());
+    let state = common::state_with(
+        test.db.clone(),
+        common::embedder(),
+        jwt.clone(),
+        data_plane::auth::ServiceTokens::parse(&format!("monitoring={METRICS_TOKEN}")).unwrap(),
+        data_plane_web::search::WebSearch::default(),
+    );
     let ledger = state.ledger.clone();
     let base = common::serve(state).await;
     (

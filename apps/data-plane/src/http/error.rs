@@ -65,6 +65,27 @@ impl From<StoreError> for ApiError {
             {
                 ApiError::forbidden("not allowed in this space")
             }
+            // Data exceptions (class 22) and check violations are the
+            // request's values, not the server: PostgreSQL refuses NUL in
+            // text, out-of-range numbers, over-long names.
+            StoreError::Database(sqlx::Error::Database(d))
+                if d.code().as_deref() == Some("22021") =>
+            {
+                ApiError::bad_request("text may not contain NUL (\\u0000) characters")
+            }
+            StoreError::Database(sqlx::Error::Database(d))
+                if d.code().is_some_and(|c| c.starts_with("22")) =>
+            {
+                ApiError::bad_request(format!("invalid value: {}", d.message()))
+            }
+            StoreError::Database(sqlx::Error::Database(d))
+                if d.code().as_deref() == Some("23514") =>
+            {
+                ApiError::bad_request(format!(
+                    "a value breaks the rule {}",
+                    d.constraint().unwrap_or("of the data")
+                ))
+            }
             _ if e.is_unique_violation() => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", "already exists")
             }
