@@ -67,6 +67,7 @@ def turn(base, token, space_id, question, deadline):
     )
     started = time.monotonic()
     first_text = None
+    deltas = 0
     text = []
     tools = []
     end = None
@@ -81,6 +82,7 @@ def turn(base, token, space_id, question, deadline):
             if kind == "text_delta":
                 if first_text is None:
                     first_text = time.monotonic() - started
+                deltas += 1
                 text.append(data.get("text", ""))
             elif kind == "tool_call" and not data.get("partial"):
                 tools.append(data.get("name"))
@@ -93,6 +95,7 @@ def turn(base, token, space_id, question, deadline):
         "elapsed": elapsed,
         "first_text": first_text,
         "text": "".join(text),
+        "deltas": deltas,
         "tools": tools,
         "end": end,
         "within_bounds": end is not None and elapsed <= deadline + 15,
@@ -121,6 +124,11 @@ def main():
         kind, data = r["end"] or ("none", {})
         usage = data.get("usage", {}) if kind == "done" else {}
         tokens = usage.get("completion_tokens", 0)
+        # Servers that send no usage while streaming (llama-cpp-python):
+        # count text deltas instead, about one token each there.
+        counted = "tokens"
+        if not tokens:
+            tokens, counted = r["deltas"], "deltas"
         streaming = r["elapsed"] - (r["first_text"] or r["elapsed"])
         r["tokens_per_s"] = tokens / streaming if tokens and streaming > 0 else None
         ttft = f"{r['first_text']:.1f}s" if r["first_text"] is not None else "no text"
@@ -128,7 +136,7 @@ def main():
         reason = data.get("reason") or data.get("code") or "no end"
         print(
             f"turn: {question[:50]!r} ttft {ttft} total {r['elapsed']:.1f}s "
-            f"tokens {tokens} tokens/s {tps} steps {data.get('steps', '-')} "
+            f"{counted} {tokens} {counted}/s {tps} steps {data.get('steps', '-')} "
             f"tools {r['tools'] or 'none'} end {kind}:{reason} "
             f"within_bounds {r['within_bounds']}"
         )
@@ -141,7 +149,7 @@ def main():
         print(f"ttft_first_s {ttfts[0]:.1f}")
         print(f"ttft_median_s {statistics.median(ttfts):.1f}")
     if rates:
-        print(f"tokens_per_s_median {statistics.median(rates):.1f}")
+        print(f"tokens_per_s_median {statistics.median(rates):.1f} (text deltas where the server sent no usage)")
     print(f"turns_with_tool_calls {sum(1 for r in results if r['tools'])}")
     print(f"turns_ended_within_bounds {sum(1 for r in results if r['within_bounds'])}")
     ends = {}
