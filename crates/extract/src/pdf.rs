@@ -121,10 +121,10 @@ fn check_objects(count: u64, limits: &Limits) -> Result<(), LimitError> {
     Ok(())
 }
 
-/// `stream` at `at` is the keyword when a dictionary's `>>` comes just before it.
+/// `stream` at `at` is the keyword when a dictionary's `>>` comes just
+/// before it (so `endstream`, and the word inside text, are not).
 fn opens_stream(bytes: &[u8], at: usize) -> bool {
-    let before = bytes[..at].trim_ascii_end();
-    before.ends_with(b">>") && !before.ends_with(b"end")
+    bytes[..at].trim_ascii_end().ends_with(b">>")
 }
 
 /// Counts `N G obj` headers and `N G R` references in `region` (which starts
