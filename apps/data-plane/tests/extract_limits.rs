@@ -2,8 +2,9 @@
 //! PostgreSQL and the real embedding model: a PDF decompression bomb and a
 //! 300k-deep HTML page uploaded in one batch with an ordinary file (the bomb
 //! is refused by name, the rest goes on, time and resident memory stay
-//! bounded), and request bodies over the limit answered 413 with the JSON
-//! error body.
+//! bounded), the ingest pipeline under a deployment's limits (what
+//! `data-plane ingest` runs per file), and request bodies over the limit
+//! answered 413 with the JSON error body.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -334,4 +335,57 @@ async fn bodies_over_the_limit_get_413_with_the_json_error() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+}
+
+/// What `data-plane ingest` runs for each file: the pipeline under the
+/// deployment's limits, where a refused file fails alone.
+#[tokio::test]
+async fn the_pipeline_applies_its_limits_and_the_next_file_goes_in() {
+    use data_plane_ingest::Limits;
+    use data_plane_ingest::pipeline::{Outcome, Pipeline, Target};
+    use data_plane_store::content::{self, SourceKind};
+
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let (space, _) = identity::ensure_space(&mut tx, "cli").await.unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "files", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let target = Target {
+        space_id: space.id,
+        source_id: source.id,
+    };
+    let pipeline = Pipeline::new(db.clone(), common::embedder()).with_limits(Limits {
+        pdf_max_inflated_bytes: 8 * MIB,
+        max_chars: 1000,
+        ..Limits::default()
+    });
+
+    let err = pipeline
+        .ingest_file(Scope::System, target, "bomb.pdf", &bomb(16 * MIB))
+        .await
+        .unwrap_err();
+    assert!(err.is_per_file(), "{err}");
+    assert!(err.to_string().contains("8388608 bytes"), "{err}");
+    let err = pipeline
+        .ingest_file(
+            Scope::System,
+            target,
+            "long.txt",
+            "word ".repeat(500).as_bytes(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_per_file(), "{err}");
+    assert!(
+        err.to_string().contains("more than 1000 characters"),
+        "{err}"
+    );
+    let report = pipeline
+        .ingest_file(Scope::System, target, "short.txt", b"a short note")
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Created);
 }
