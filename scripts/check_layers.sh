@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
 for crate in data-plane-registry data-plane-handlers data-plane-store data-plane-search \
-    data-plane-embed data-plane-ingest data-plane-web data-plane-agent; do
+    data-plane-embed data-plane-extract data-plane-ingest data-plane-web data-plane-agent; do
     if cargo tree -q -p "$crate" -e normal --prefix none 2>/dev/null | grep -q "^axum v"; then
         echo "layering: $crate depends on axum; only apps/data-plane may serve HTTP" >&2
         status=1

@@ -214,7 +214,8 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .with_chat_limits(
             global.limits.chat_max_concurrent,
             global.limits.chat_turns_per_minute,
-        );
+        )
+        .with_extract_limits(global.extract_limits()?);
     match global.model.agent_config() {
         Some(mut agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");
@@ -332,7 +333,7 @@ async fn ingest(
     } else {
         root.parent().map(Path::to_path_buf).unwrap_or_default()
     };
-    let pipeline = Pipeline::new(db.clone(), embedder);
+    let pipeline = Pipeline::new(db.clone(), embedder).with_limits(global.extract_limits()?);
     let target = Target {
         space_id: space_row.id,
         source_id: source_row.id,

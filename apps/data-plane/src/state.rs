@@ -38,6 +38,13 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Holds uploads to the deployment's extraction limits.
+    pub fn with_extract_limits(mut self, limits: data_plane_ingest::Limits) -> Self {
+        let pipeline = Pipeline::new(self.db.clone(), self.pipeline.embedder().clone());
+        self.pipeline = Arc::new(pipeline.with_limits(limits));
+        self
+    }
+
     /// Builds the registry (every definition joined with its handler) and
     /// starts the audit writer. Must run inside the Tokio runtime.
     pub fn new(

@@ -12,6 +12,13 @@ pub enum IngestError {
     #[error("file {file:?} cannot be read: {reason}")]
     Corrupt { file: String, reason: String },
 
+    /// The file breaks an extraction limit (a decompression bomb, too much text, too slow).
+    #[error("file {file:?} refused: {source}")]
+    Limit {
+        file: String,
+        source: data_plane_extract::LimitError,
+    },
+
     /// The database refused or failed the write.
     #[error(transparent)]
     Store(#[from] data_plane_store::StoreError),
@@ -31,9 +38,18 @@ impl IngestError {
     /// database or the embedding model is down).
     pub fn is_per_file(&self) -> bool {
         match self {
-            IngestError::Unsupported { .. } | IngestError::Corrupt { .. } => true,
+            IngestError::Unsupported { .. }
+            | IngestError::Corrupt { .. }
+            | IngestError::Limit { .. } => true,
             IngestError::Store(e) => matches!(e, data_plane_store::StoreError::Invalid(_)),
             IngestError::Embed(_) | IngestError::Internal(_) => false,
+        }
+    }
+
+    pub(crate) fn limit(file: &str, source: data_plane_extract::LimitError) -> Self {
+        IngestError::Limit {
+            file: file.to_string(),
+            source,
         }
     }
 

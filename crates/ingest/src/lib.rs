@@ -11,8 +11,9 @@ mod offsets;
 pub mod pipeline;
 
 pub use chunk::{Chunk, ChunkOptions, chunk, embedding_input};
+pub use data_plane_extract::{LimitError, Limits};
 pub use error::IngestError;
-pub use extract::{extract, supported_extensions};
+pub use extract::{extract, extract_with, supported_extensions};
 pub use metadata::{
     ColumnInfo, ColumnKind, DocMetadata, Extracted, ExtractedTable, Heading, PageSpan, TableSummary,
 };

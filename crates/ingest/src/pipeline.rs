@@ -15,7 +15,9 @@ use data_plane_store::{Db, Scope};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::{ChunkOptions, IngestError, chunk, embedding_input, extract};
+use data_plane_extract::Limits;
+
+use crate::{ChunkOptions, IngestError, chunk, embedding_input, extract_with};
 
 /// Where a file goes.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +62,7 @@ pub struct Pipeline {
     db: Db,
     embedder: Arc<Embedder>,
     chunking: ChunkOptions,
+    limits: Limits,
 }
 
 impl Pipeline {
@@ -68,7 +71,14 @@ impl Pipeline {
             db,
             embedder,
             chunking: ChunkOptions::default(),
+            limits: Limits::default(),
         }
+    }
+
+    /// The extraction limits each file is held to.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn with_chunking(mut self, options: ChunkOptions) -> Self {
@@ -115,15 +125,23 @@ impl Pipeline {
         let file_name = path.rsplit('/').next().unwrap_or(&path).to_string();
         let owned = bytes.to_vec();
         let options = self.chunking.clone();
+        let limits = self.limits.clone();
         let (extracted, chunks) = tokio::task::spawn_blocking(move || {
-            let extracted = extract(&file_name, &owned)?;
-            let chunks = chunk(
-                &extracted.text,
-                &extracted.metadata.headings,
-                &extracted.metadata.pages,
-                &options,
-            );
-            Ok::<_, IngestError>((extracted, chunks))
+            let name = file_name.clone();
+            let inner = limits.clone();
+            // The time limit covers the parser and the chunker: a file that takes longer is
+            // given up (its thread left to finish alone) and the batch goes on.
+            data_plane_extract::with_time_limit(&limits, move || {
+                let extracted = extract_with(&file_name, &owned, &inner)?;
+                let chunks = chunk(
+                    &extracted.text,
+                    &extracted.metadata.headings,
+                    &extracted.metadata.pages,
+                    &options,
+                );
+                Ok::<_, IngestError>((extracted, chunks))
+            })
+            .map_err(|e| IngestError::limit(&name, e))?
         })
         .await
         .map_err(|e| IngestError::Internal(format!("extraction task failed: {e}")))??;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{chunk_checked, substr};
-use data_plane_ingest::{ChunkOptions, IngestError, extract};
+use data_plane_ingest::{ChunkOptions, IngestError, Limits, extract, extract_with};
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, dictionary};
 
@@ -180,4 +180,51 @@ fn real_pdfs_on_this_machine() {
             Err(e) => println!("{name}: {e}"),
         }
     }
+}
+
+#[test]
+fn a_pdf_over_the_limits_is_a_per_file_error_naming_the_limit() {
+    let bytes = build_pdf(&["one page", "another page"]);
+    let tight = Limits {
+        pdf_max_inflated_bytes: 16,
+        ..Limits::default()
+    };
+    let err = extract_with("report.pdf", &bytes, &tight).unwrap_err();
+    assert!(matches!(err, IngestError::Limit { .. }), "{err}");
+    assert!(err.is_per_file());
+    let message = err.to_string();
+    assert!(
+        message.contains("report.pdf")
+            && message.contains("DATA_PLANE_EXTRACT_PDF_MAX_INFLATED_BYTES"),
+        "{message}"
+    );
+    let few_objects = Limits {
+        pdf_max_objects: 3,
+        ..Limits::default()
+    };
+    let err = extract_with("report.pdf", &bytes, &few_objects).unwrap_err();
+    assert!(err.to_string().contains("objects"), "{err}");
+    let few_chars = Limits {
+        max_chars: 5,
+        ..Limits::default()
+    };
+    let err = extract_with("report.pdf", &bytes, &few_chars).unwrap_err();
+    assert!(err.to_string().contains("more than 5 characters"), "{err}");
+    assert!(extract_with("report.pdf", &bytes, &Limits::default()).is_ok());
+}
+
+#[test]
+fn deep_html_keeps_its_text_and_parses_quickly() {
+    let depth = 300_000;
+    let html = format!(
+        "<html><body>{}bottom text{}</body></html>",
+        "<div>".repeat(depth),
+        "</div>".repeat(depth)
+    );
+    let started = std::time::Instant::now();
+    let extracted = extract_with("deep.html", html.as_bytes(), &Limits::default()).unwrap();
+    let took = started.elapsed();
+    assert!(extracted.text.contains("bottom text"), "{}", extracted.text);
+    println!("300000-deep html extracted in {took:?}");
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
 }

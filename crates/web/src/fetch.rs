@@ -39,6 +39,8 @@ pub struct FetchConfig {
     pub connect_timeout: Duration,
     /// Most redirects followed.
     pub max_redirects: usize,
+    /// What reading the body may cost: PDF decoding, HTML nesting, characters, time.
+    pub extract: data_plane_extract::Limits,
 }
 
 impl FetchConfig {
@@ -56,6 +58,7 @@ impl Default for FetchConfig {
             timeout: Self::DEFAULT_TIMEOUT,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             max_redirects: Self::DEFAULT_MAX_REDIRECTS,
+            extract: data_plane_extract::Limits::default(),
         }
     }
 }
@@ -208,7 +211,7 @@ impl Fetcher {
     /// extraction, text, JSON, PDF).
     pub async fn fetch(&self, raw_url: &str) -> Result<Document, WebError> {
         let response = self.get(raw_url).await?;
-        content::read(response).await
+        content::read(response, self.config.extract.clone()).await
     }
 
     /// Fetches a URL: every hop checked, redirects followed up to the cap,

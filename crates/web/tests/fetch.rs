@@ -485,3 +485,35 @@ async fn content_kinds() {
         assert!(err.to_string().contains(expected), "{path}: {err}");
     }
 }
+
+#[tokio::test]
+async fn content_over_the_extraction_limits_is_refused_by_name() {
+    let report = pdf(&["Revenue grew in the first quarter."]);
+    let server = LocalServer::start(vec![
+        ("/pdf", Reply::ok("application/pdf", report)),
+        (
+            "/text",
+            Reply::ok("text/plain", "far more than five characters"),
+        ),
+    ])
+    .await;
+    let tight = Fetcher::new(FetchConfig {
+        extract: data_plane_extract::Limits {
+            pdf_max_inflated_bytes: 16,
+            max_chars: 5,
+            ..data_plane_extract::Limits::default()
+        },
+        ..config()
+    });
+    for (path, expected) in [
+        ("/pdf", "a likely decompression bomb"),
+        ("/text", "more than 5 characters"),
+    ] {
+        let err = tight.fetch(&server.url(path)).await.unwrap_err();
+        assert!(matches!(err, WebError::Unsupported { .. }), "{path}: {err}");
+        assert!(err.to_string().contains(expected), "{path}: {err}");
+    }
+    // The default limits read both.
+    fetch_ok(&local(), &server.url("/pdf")).await;
+    fetch_ok(&local(), &server.url("/text")).await;
+}

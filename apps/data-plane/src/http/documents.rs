@@ -206,7 +206,7 @@ pub async fn upload(
     while let Some(field) = multipart
         .next_field()
         .await
-        .map_err(|e| ApiError::bad_request(format!("malformed multipart body: {e}")))?
+        .map_err(|e| multipart_error(e, "malformed multipart body"))?
     {
         let Some(file_name) = field.file_name().map(str::to_string) else {
             if field.name() == Some("folder") {
@@ -224,7 +224,7 @@ pub async fn upload(
         let bytes = field
             .bytes()
             .await
-            .map_err(|e| ApiError::bad_request(format!("reading {file_name:?}: {e}")))?;
+            .map_err(|e| multipart_error(e, &format!("reading {file_name:?}")))?;
         let path = if folder.trim().is_empty() {
             file_name.clone()
         } else {
@@ -263,6 +263,14 @@ pub async fn upload(
         return Err(ApiError::bad_request("no files in the upload"));
     }
     Ok(Json(json!({ "files": results, "failed": failed })))
+}
+
+/// A body cut off at the upload limit is a 413; anything else a malformed request.
+fn multipart_error(e: axum::extract::multipart::MultipartError, context: &str) -> ApiError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::payload_too_large(0, super::MAX_UPLOAD_BYTES);
+    }
+    ApiError::bad_request(format!("{context}: {e}"))
 }
 
 fn report_json(file_name: &str, r: &FileReport) -> Value {

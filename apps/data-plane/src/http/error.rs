@@ -33,6 +33,19 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
+    /// A request body over the route's limit; `size` is the declared length when known.
+    pub fn payload_too_large(size: u64, limit: usize) -> Self {
+        let size = if size > 0 {
+            format!(" ({size} bytes)")
+        } else {
+            String::new()
+        };
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body{size} is larger than the {limit} bytes this route accepts"),
+        )
+    }
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         // The cause goes to the log only; clients never see SQL or internals.
         tracing::error!(error = %cause, "internal error");

@@ -23,6 +23,9 @@ pub struct Query<T>(pub T);
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         let message = format!("invalid JSON body: {}", r.body_text());
+        if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::payload_too_large(0, super::MAX_BODY_BYTES);
+        }
         if r.status() == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
             return ApiError::new(r.status(), "unsupported_media_type", message);
         }

@@ -28,6 +28,11 @@ use crate::state::AppState;
 /// Largest accepted upload request, all files together.
 pub const MAX_UPLOAD_BYTES: usize = 256 * 1024 * 1024;
 
+/// Largest request body of every other route (tool arguments, chat turns,
+/// settings). A larger body is answered 413 with the JSON error body before
+/// anything reads it whole.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
 /// Every path the router serves; a test holds docs/openapi.json to it.
 pub const ROUTES: &[&str] = &[
     "/",
@@ -102,8 +107,35 @@ pub fn app(state: AppState) -> Router {
         ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // The upload route's own limit, set closer to it, takes precedence.
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(declared_length))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Refuses a body whose declared length is over every route's limit at once,
+/// without reading it; bodies without a length are counted as they are read.
+async fn declared_length(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let limit = if request.uri().path().starts_with("/v1/sources/") {
+        MAX_UPLOAD_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > limit as u64 => {
+            ApiError::payload_too_large(length, limit).into_response()
+        }
+        _ => next.run(request).await,
+    }
 }
 
 async fn healthz() -> impl IntoResponse {

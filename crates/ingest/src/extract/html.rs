@@ -1,6 +1,8 @@
 //! HTML: the readable text of a page (navigation, scripts and page chrome dropped), its
 //! headings, and the metadata its `<head>` declares.
 
+use data_plane_extract::Limits;
+use data_plane_extract::html::cap_nesting;
 use ego_tree::NodeRef;
 use ego_tree::iter::Edge;
 use scraper::{Html, Node};
@@ -8,8 +10,14 @@ use scraper::{Html, Node};
 use crate::IngestError;
 use crate::metadata::{self, DocMetadata, Extracted, Heading};
 
-pub(super) fn extract(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+pub(super) fn extract(
+    file_name: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Extracted, IngestError> {
     let source = super::text::decode(file_name, bytes)?;
+    // html5ever is quadratic in nesting depth; tags past the cap go, their text stays.
+    let source = cap_nesting(&source, limits.html_max_depth);
     let document = Html::parse_document(&source);
     let mut meta = DocMetadata {
         format: "html".to_string(),

@@ -6,6 +6,8 @@ mod pdf;
 mod tabular;
 mod text;
 
+use data_plane_extract::Limits;
+
 use crate::IngestError;
 use crate::metadata::Extracted;
 
@@ -18,32 +20,47 @@ pub fn supported_extensions() -> &'static [&'static str] {
     SUPPORTED
 }
 
+/// Reads one file under the default limits (see `extract_with`).
+pub fn extract(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+    extract_with(file_name, bytes, &Limits::default())
+}
+
 /// Reads one file. The extension (case-insensitive) picks the reader; a PDF is recognised by
 /// its header whatever its name, and a file without extension is sniffed for HTML, JSON and
-/// plain text.
-pub fn extract(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+/// plain text. A PDF is pre-scanned for decompression bombs, HTML nesting is capped, and
+/// text longer than `limits.max_chars` is refused (the time limit is the caller's: see
+/// `pipeline`).
+pub fn extract_with(
+    file_name: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Extracted, IngestError> {
     let extension = extension_of(file_name);
-    if pdf::looks_like_pdf(bytes) {
-        return pdf::extract(file_name, bytes);
-    }
-    match extension.as_str() {
-        "txt" | "text" | "log" => text::extract(file_name, bytes),
-        "md" | "markdown" => markdown::extract(file_name, bytes),
-        "html" | "htm" => html::extract(file_name, bytes),
-        "csv" => tabular::extract_csv(file_name, bytes, None),
-        "tsv" => tabular::extract_csv(file_name, bytes, Some(b'\t')),
-        "json" => tabular::extract_json(file_name, bytes),
-        "pdf" => pdf::extract(file_name, bytes),
-        "" => sniff(file_name, bytes),
-        _ => Err(IngestError::Unsupported {
-            file: file_name.to_string(),
-            extension,
-        }),
-    }
+    let extracted = if pdf::looks_like_pdf(bytes) {
+        pdf::extract(file_name, bytes, limits)
+    } else {
+        match extension.as_str() {
+            "txt" | "text" | "log" => text::extract(file_name, bytes),
+            "md" | "markdown" => markdown::extract(file_name, bytes),
+            "html" | "htm" => html::extract(file_name, bytes, limits),
+            "csv" => tabular::extract_csv(file_name, bytes, None),
+            "tsv" => tabular::extract_csv(file_name, bytes, Some(b'\t')),
+            "json" => tabular::extract_json(file_name, bytes),
+            "pdf" => pdf::extract(file_name, bytes, limits),
+            "" => sniff(file_name, bytes, limits),
+            _ => Err(IngestError::Unsupported {
+                file: file_name.to_string(),
+                extension,
+            }),
+        }
+    }?;
+    data_plane_extract::check_chars(&extracted.text, limits)
+        .map_err(|e| IngestError::limit(file_name, e))?;
+    Ok(extracted)
 }
 
 /// A name without extension (README, LICENSE, a saved page): its first bytes decide.
-fn sniff(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+fn sniff(file_name: &str, bytes: &[u8], limits: &Limits) -> Result<Extracted, IngestError> {
     let unsupported = || IngestError::Unsupported {
         file: file_name.to_string(),
         extension: String::new(),
@@ -56,7 +73,7 @@ fn sniff(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
         .collect::<String>()
         .to_ascii_lowercase();
     if head.starts_with("<!doctype html") || head.starts_with("<html") {
-        return html::extract(file_name, bytes);
+        return html::extract(file_name, bytes, limits);
     }
     if (head.starts_with('{') || head.starts_with('['))
         && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()

@@ -3,6 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use chrono::{FixedOffset, NaiveDate, TimeZone};
+use data_plane_extract::Limits;
 use lopdf::{Document, Object};
 
 use crate::IngestError;
@@ -14,13 +15,21 @@ pub(super) fn looks_like_pdf(bytes: &[u8]) -> bool {
     head.windows(5).any(|w| w == b"%PDF-")
 }
 
-pub(super) fn extract(file_name: &str, bytes: &[u8]) -> Result<Extracted, IngestError> {
+pub(super) fn extract(
+    file_name: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Extracted, IngestError> {
     if !looks_like_pdf(bytes) {
         return Err(IngestError::corrupt(
             file_name,
             "not a pdf: no %PDF- header in the first 1024 bytes",
         ));
     }
+    // The parsers decode every stream whole, once per reference: a bomb must be refused
+    // before they see it.
+    data_plane_extract::pdf::prescan(bytes, limits)
+        .map_err(|e| IngestError::limit(file_name, e))?;
     // lopdf and pdf-extract panic on some malformed files (arithmetic on bogus offsets, unwraps
     // on missing objects); a bad upload must become an error for that file, not a dead worker.
     // Nothing shared is observed after a panic, only the owned result, so unwind safety holds.

@@ -1,15 +1,16 @@
 //! Readable extraction: the main content of an HTML page as Markdown, and its metadata.
 //!
-//! `limit` bounds nesting before parsing, `dom` flattens scraper's tree,
+//! data-plane-extract bounds nesting before parsing, `dom` flattens scraper's tree,
 //! `metadata` reads the head, `content` finds the main content and
 //! `markdown` renders it. No step recurses on the depth of the page.
 
 mod content;
 mod dom;
-mod limit;
 mod markdown;
 mod metadata;
 
+use data_plane_extract::Limits;
+use data_plane_extract::html::cap_nesting;
 use scraper::Html;
 use serde::Serialize;
 use url::Url;
@@ -44,7 +45,12 @@ pub struct Link {
 
 /// Extracts the readable content of `html`; `base_url` resolves relative links.
 pub fn extract_html(html: &str, base_url: Option<&Url>) -> Page {
-    let html = limit::cap_nesting(html, limit::MAX_DEPTH);
+    extract_html_with(html, base_url, &Limits::default())
+}
+
+/// `extract_html` under a deployment's limits (the nesting depth handed to the parser).
+pub fn extract_html_with(html: &str, base_url: Option<&Url>, limits: &Limits) -> Page {
+    let html = cap_nesting(html, limits.html_max_depth);
     let document = Html::parse_document(&html);
     let dom = dom::Dom::build(&document);
     let base = document_base(&dom, base_url);

@@ -10,6 +10,8 @@ use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
 use serde::Serialize;
 use url::Url;
 
+use data_plane_extract::{LimitError, Limits};
+
 use super::Response;
 use crate::WebError;
 use crate::extract::{self, Link, Metadata};
@@ -44,18 +46,39 @@ pub struct Document {
 }
 
 /// Reads a response into a document. Parsing runs off the async threads:
-/// a large page or PDF takes real CPU time.
-pub(super) async fn read(response: Response) -> Result<Document, WebError> {
+/// a large page or PDF takes real CPU time, within the extraction limits.
+pub(super) async fn read(response: Response, limits: Limits) -> Result<Document, WebError> {
     let url = response.final_url.to_string();
-    tokio::task::spawn_blocking(move || read_blocking(response))
-        .await
-        .map_err(|e| WebError::Network {
-            url,
-            reason: format!("reading the content failed: {e}"),
-        })?
+    let failed = |reason: String| WebError::Network {
+        url: url.clone(),
+        reason: format!("reading the content failed: {reason}"),
+    };
+    let outcome = tokio::task::spawn_blocking(move || {
+        let inner = limits.clone();
+        data_plane_extract::with_time_limit(&limits, move || read_blocking(response, &inner))
+    })
+    .await
+    .map_err(|e| failed(e.to_string()))?;
+    match outcome {
+        Ok(document) => document,
+        Err(LimitError::Timeout { seconds }) => Err(WebError::Timeout {
+            what: format!("reading the content of {url}"),
+            seconds,
+        }),
+        Err(e) => Err(failed(e.to_string())),
+    }
 }
 
-fn read_blocking(response: Response) -> Result<Document, WebError> {
+/// A limit the content broke: never readable as it is, so a content type the
+/// fetcher cannot read.
+fn over_limit(url: &Url, content_type: &str, error: LimitError) -> WebError {
+    WebError::Unsupported {
+        url: url.to_string(),
+        content_type: format!("{content_type} ({error})"),
+    }
+}
+
+fn read_blocking(response: Response, limits: &Limits) -> Result<Document, WebError> {
     let declared = response
         .content_type
         .as_deref()
@@ -82,7 +105,11 @@ fn read_blocking(response: Response) -> Result<Document, WebError> {
         links: Vec::new(),
     };
     if kind == Kind::Pdf {
+        data_plane_extract::pdf::prescan(&response.body, limits)
+            .map_err(|e| over_limit(final_url, &doc.content_type, e))?;
         doc.markdown = pdf_text(final_url, &response.body)?;
+        data_plane_extract::check_chars(&doc.markdown, limits)
+            .map_err(|e| over_limit(final_url, &doc.content_type, e))?;
         return Ok(doc);
     }
     let (text, encoding) = decode_text(
@@ -94,7 +121,7 @@ fn read_blocking(response: Response) -> Result<Document, WebError> {
     doc.charset = Some(encoding.name().to_ascii_lowercase());
     match kind {
         Kind::Html => {
-            let page = extract::extract_html(&text, Some(final_url));
+            let page = extract::extract_html_with(&text, Some(final_url), limits);
             doc.markdown = page.markdown;
             doc.metadata = page.metadata;
             doc.links = page.links;
@@ -111,6 +138,8 @@ fn read_blocking(response: Response) -> Result<Document, WebError> {
         }
         Kind::Text | Kind::Pdf => doc.markdown = text.into_owned(),
     }
+    data_plane_extract::check_chars(&doc.markdown, limits)
+        .map_err(|e| over_limit(final_url, &doc.content_type, e))?;
     Ok(doc)
 }
 

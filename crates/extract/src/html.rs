@@ -2,15 +2,12 @@
 //!
 //! html5ever scans its stack of open elements for every start tag, so a page
 //! of 100k nested `<div>`s costs it quadratic time (tens of seconds). Real
-//! pages nest a few dozen levels; past [`MAX_DEPTH`] we drop the tags (never
-//! the text between them), which keeps parsing linear and every later walk
-//! shallow.
+//! pages nest a few dozen levels; past `Limits::html_max_depth` we drop the
+//! tags (never the text between them), which keeps parsing linear and every
+//! later walk shallow.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-
-/// Deepest nesting of elements handed to the parser.
-pub(crate) const MAX_DEPTH: usize = 256;
 
 const VOID: &[&str] = &[
     "area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link", "meta", "param",
@@ -77,7 +74,7 @@ fn closes_sibling(open: &str, new: &str) -> bool {
 
 /// Returns `html` with start and end tags beyond `max_depth` removed;
 /// borrowed unchanged when no tag nests that deep.
-pub(crate) fn cap_nesting(html: &str, max_depth: usize) -> Cow<'_, str> {
+pub fn cap_nesting(html: &str, max_depth: usize) -> Cow<'_, str> {
     let bytes = html.as_bytes();
     let mut open: Vec<String> = Vec::new();
     let mut dropped: HashMap<String, usize> = HashMap::new();
