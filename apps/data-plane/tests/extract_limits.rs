@@ -14,14 +14,15 @@ mod common;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use data_plane::auth::JwtKeys;
 use data_plane_store::Scope;
-use data_plane_store::identity::{self, Permission};
+use data_plane_store::identity;
 use data_plane_store::testing::TestDatabase;
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use common::{Server, json, start};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -30,48 +31,6 @@ const BOMB_INFLATED: u64 = 1024 * MIB;
 /// Bounds the upload must stay under, debug build included.
 const MAX_SECONDS: f64 = 30.0;
 const MAX_RESIDENT_GROWTH: u64 = 300 * MIB;
-
-struct Server {
-    base: String,
-    jwt: JwtKeys,
-    test: TestDatabase,
-}
-
-async fn start() -> Server {
-    let test = TestDatabase::create().await;
-    let jwt = common::jwt();
-    let state = common::state(test.db.clone(), common::embedder(), jwt.clone());
-    let base = common::serve(state).await;
-    Server { base, jwt, test }
-}
-
-impl Server {
-    async fn token(&self, email: &str) -> String {
-        let mut tx = self.test.db.begin(Scope::System).await.unwrap();
-        let user = identity::upsert_user(&mut tx, email, Some(Permission::User))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        self.jwt
-            .issue(
-                user.id,
-                &user.email,
-                user.permission,
-                Duration::from_secs(600),
-            )
-            .unwrap()
-    }
-
-    fn addr(&self) -> &str {
-        self.base.trim_start_matches("http://")
-    }
-}
-
-async fn json(resp: reqwest::Response) -> (u16, Value) {
-    let status = resp.status().as_u16();
-    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
-    (status, body)
-}
 
 /// A value of /proc/self/status, in bytes.
 fn proc_status(key: &str) -> u64 {

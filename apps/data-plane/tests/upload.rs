@@ -8,49 +8,7 @@
 
 mod common;
 
-use data_plane::auth::JwtKeys;
-use data_plane_store::Scope;
-use data_plane_store::identity::{self, Permission};
-use data_plane_store::testing::TestDatabase;
-use serde_json::Value;
-
-struct Server {
-    base: String,
-    jwt: JwtKeys,
-    test: TestDatabase,
-}
-
-async fn start() -> Server {
-    let test = TestDatabase::create().await;
-    let jwt = common::jwt();
-    let state = common::state(test.db.clone(), common::embedder(), jwt.clone());
-    let base = common::serve(state).await;
-    Server { base, jwt, test }
-}
-
-impl Server {
-    async fn token(&self, email: &str) -> String {
-        let mut tx = self.test.db.begin(Scope::System).await.unwrap();
-        let user = identity::upsert_user(&mut tx, email, Some(Permission::User))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        self.jwt
-            .issue(
-                user.id,
-                &user.email,
-                user.permission,
-                std::time::Duration::from_secs(600),
-            )
-            .unwrap()
-    }
-}
-
-async fn json(resp: reqwest::Response) -> (u16, Value) {
-    let status = resp.status().as_u16();
-    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
-    (status, body)
-}
+use common::{json, start};
 
 #[tokio::test]
 async fn upload_list_reupload_and_delete() {

@@ -85,3 +85,59 @@ pub async fn serve(state: AppState) -> String {
     tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
     base
 }
+
+/// A server on 127.0.0.1 over its own test database.
+pub struct Server {
+    pub base: String,
+    pub jwt: JwtKeys,
+    pub test: data_plane_store::testing::TestDatabase,
+}
+
+/// A new test database, served with the default state.
+pub async fn start() -> Server {
+    let test = data_plane_store::testing::TestDatabase::create().await;
+    let jwt = jwt();
+    let state = state(test.db.clone(), embedder(), jwt.clone());
+    let base = serve(state).await;
+    Server { base, jwt, test }
+}
+
+impl Server {
+    /// A token for a user with this email (created with permission `user`).
+    pub async fn token(&self, email: &str) -> String {
+        use data_plane_store::identity::{self, Permission};
+        let mut tx = self
+            .test
+            .db
+            .begin(data_plane_store::Scope::System)
+            .await
+            .unwrap();
+        let user = identity::upsert_user(&mut tx, email, Some(Permission::User))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        self.jwt
+            .issue(
+                user.id,
+                &user.email,
+                user.permission,
+                std::time::Duration::from_secs(600),
+            )
+            .unwrap()
+    }
+
+    /// `host:port`, for requests written by hand.
+    pub fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+}
+
+/// An answer's status and JSON body (`null` when it has none).
+pub async fn json(resp: reqwest::Response) -> (u16, serde_json::Value) {
+    let status = resp.status().as_u16();
+    let body = resp
+        .json::<serde_json::Value>()
+        .await
+        .unwrap_or(serde_json::Value::Null);
+    (status, body)
+}
