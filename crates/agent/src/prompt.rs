@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 use chrono::NaiveDate;
 
@@ -125,12 +126,16 @@ impl PromptTemplate {
     }
 }
 
-fn tool_guide() -> BTreeMap<&'static str, &'static str> {
-    TOOL_GUIDE
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, sentence)| (name.trim(), sentence.trim()))
-        .collect()
+/// The guide by tool name, read once.
+fn tool_guide() -> &'static BTreeMap<&'static str, &'static str> {
+    static GUIDE: LazyLock<BTreeMap<&'static str, &'static str>> = LazyLock::new(|| {
+        TOOL_GUIDE
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, sentence)| (name.trim(), sentence.trim()))
+            .collect()
+    });
+    &GUIDE
 }
 
 fn tool_lines(tools: &[PromptTool<'_>]) -> String {

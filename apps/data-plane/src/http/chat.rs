@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::ApiError;
 use super::extract::Json;
 use super::sse::{self, StreamEvent};
-use super::tools::{AbortOnDrop, context};
+use super::tools::{AbortOnDrop, check_space, context};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -102,7 +102,13 @@ pub async fn chat(
         ));
     }
     let space = match body.space_id {
-        Some(id) => Some(space_facts(&state, &caller, id).await?),
+        Some(id) => {
+            let space = check_space(&state, &caller, id).await?;
+            Some(SpaceFacts {
+                name: space.name,
+                description: space.description,
+            })
+        }
         None => None,
     };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
@@ -162,28 +168,6 @@ pub async fn chat(
         rx.recv().await.map(|e| (e, (rx, guard)))
     });
     Ok(sse::response(stream))
-}
-
-/// The space's name and description for the system prompt; 404 when the
-/// caller cannot read the space.
-async fn space_facts(state: &AppState, caller: &Caller, id: Uuid) -> Result<SpaceFacts, ApiError> {
-    let mut tx = state
-        .db
-        .begin(data_plane_store::Scope::User(caller.user_id))
-        .await?;
-    let space = data_plane_store::identity::space_by_id(&mut tx, id).await?;
-    tx.commit()
-        .await
-        .map_err(data_plane_store::StoreError::from)?;
-    match space {
-        Some(space) => Ok(SpaceFacts {
-            name: space.name,
-            description: space.description,
-        }),
-        None => Err(ApiError::not_found(format!(
-            "no space {id} among the caller's spaces"
-        ))),
-    }
 }
 
 /// What the client is told; the endpoint's address stays in the log.

@@ -43,13 +43,13 @@ pub async fn context(
     )
 }
 
-/// Refuses a space the caller cannot read, with the same answer as a
-/// missing one.
+/// The space, or a refusal when the caller cannot read it, with the same
+/// answer as a missing one.
 pub async fn check_space(
     state: &AppState,
     caller: &Caller,
     space_id: Uuid,
-) -> Result<(), ApiError> {
+) -> Result<data_plane_store::identity::Space, ApiError> {
     let mut tx = state
         .db
         .begin(data_plane_store::Scope::User(caller.user_id))
@@ -59,7 +59,7 @@ pub async fn check_space(
         .await
         .map_err(data_plane_store::StoreError::from)?;
     match space {
-        Some(_) => Ok(()),
+        Some(space) => Ok(space),
         None => Err(ApiError::not_found(format!(
             "no space {space_id} among the caller's spaces"
         ))),
