@@ -54,10 +54,12 @@ test: setup ## set up, then run every test against the real PostgreSQL
 	fi
 	bash scripts/check_layers.sh
 
-lint: ## formatting, clippy (warnings as errors) and the crate layering
+lint: ## formatting, clippy (warnings as errors), the crate layering and shellcheck on the scripts
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	bash scripts/check_layers.sh
+	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing; make setup installs it" >&2; exit 1; }
+	shellcheck scripts/*.sh benches/*.sh .ci/run
 
 bench: setup ## set up, then run every benchmark program in benches/
 	bash scripts/bench.sh

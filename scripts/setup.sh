@@ -62,6 +62,8 @@ CORPUS_MARKER="$DATA/corpus/demo.complete"
 PACKAGES=(
     "postgresql-$PG_VERSION" postgresql-contrib "postgresql-server-dev-$PG_VERSION"
     build-essential dpkg-dev ca-certificates
+    # `make lint` checks the scripts with it.
+    shellcheck
 )
 
 # Bookworm has no pgvector; trixie's source package builds against 15. The

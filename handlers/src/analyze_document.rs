@@ -290,3 +290,31 @@ fn model_error(e: AgentError) -> ToolError {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sub_agents_prompt_names_its_document_tools_and_budget() {
+        let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let document = Document {
+            path: "guides/vacuum.md".into(),
+            title: Some("Routine Vacuuming".into()),
+            chars: 48_210,
+            tables: 2,
+        };
+        expect_test::expect![[r#"
+            You analyse one document to answer the user's question. The document is guides/vacuum.md (titled "Routine Vacuuming", id 01234567-89ab-cdef-0123-456789abcdef, 48210 characters). It has 2 table(s): query_documents answers questions over them in SQL.
+            Your tools read only this document: document_info for its metadata and outline, read_document to read it by character range (follow `next` to continue), grep_documents and search_documents to find passages in it. Any document_id you pass must be 01234567-89ab-cdef-0123-456789abcdef; you may leave it out.
+            You have at most 8 steps (each model answer is one), so read what the question needs, not everything. Base your answer only on what you read, cite character offsets or quotes for the claims that matter, and say plainly when the document does not answer the question. Your final message is handed back as the analysis: make it complete and self-contained."#]].assert_eq(&system_prompt(id, &document, 8));
+        let untitled = Document {
+            title: None,
+            tables: 0,
+            ..document
+        };
+        let plain = system_prompt(id, &untitled, 8);
+        assert!(plain.contains("(id 01234567-89ab-cdef-0123-456789abcdef, 48210 characters)."));
+        assert!(!plain.contains("table"));
+    }
+}

@@ -7,7 +7,7 @@ use data_plane_agent::AgentConfig;
 use data_plane_embed::Embedder;
 use data_plane_registry::{Registry, ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
-use data_plane_store::{Db, Scope, ScopedTx};
+use data_plane_store::{Db, Fault, Scope, ScopedTx, StoreError, sqlx_fault};
 use data_plane_web::fetch::{FetchConfig, Fetcher};
 use data_plane_web::search::WebSearch;
 use uuid::Uuid;
@@ -70,13 +70,50 @@ impl std::fmt::Debug for Deps {
     }
 }
 
-/// Logs an internal failure and gives the model a message it can act on,
-/// without SQL or stack details.
-pub fn internal(tool: &str, error: impl std::fmt::Display) -> ToolError {
-    tracing::error!(tool, %error, "tool failed");
-    ToolError::unavailable(format!(
-        "{tool} could not reach its data just now; try again shortly"
-    ))
+/// A failure a handler could not handle, sorted by whether it may pass on
+/// its own: only then does the model (and the agent's automatic retry) get
+/// told to try again.
+pub trait Failure: std::fmt::Display {
+    /// True for a pool timeout, a lost connection, a serialization failure
+    /// or a server restarting; false (the default) for everything else.
+    fn transient(&self) -> bool {
+        false
+    }
+}
+
+impl Failure for StoreError {
+    fn transient(&self) -> bool {
+        self.is_transient()
+    }
+}
+
+impl Failure for sqlx::Error {
+    fn transient(&self) -> bool {
+        sqlx_fault(self) == Fault::Transient
+    }
+}
+
+impl Failure for String {}
+impl Failure for &str {}
+impl Failure for tokio::task::JoinError {}
+impl Failure for data_plane_agent::AgentError {}
+impl Failure for data_plane_search::SearchError {}
+
+/// Logs a failure and gives the model a message it can act on, without SQL
+/// or stack details: `unavailable` (retryable) when the cause may pass on its
+/// own, `internal` (not retryable) when calling again would fail the same way.
+pub fn internal(tool: &str, error: impl Failure) -> ToolError {
+    if error.transient() {
+        tracing::warn!(tool, %error, "tool failed on a passing fault");
+        ToolError::unavailable(format!(
+            "{tool} could not reach its data just now; try again shortly"
+        ))
+    } else {
+        tracing::error!(tool, %error, "tool failed");
+        ToolError::internal(format!(
+            "{tool} failed on an internal error; calling it again the same way will not help"
+        ))
+    }
 }
 
 impl Deps {

@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::Deps;
 use crate::deps::internal;
+use data_plane_registry::suggest::{Closeness, close_names_by};
 
 /// The arguments, as definitions/list_folder_contents.json describes them.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -303,7 +304,7 @@ async fn folder_not_found(
     } else {
         ancestor_path.split('/').count()
     };
-    let wanted = segments[depth].to_lowercase();
+    let wanted = segments[depth];
     let last = segments[segments.len() - 1];
 
     let children: Vec<String> = sqlx::query_scalar(
@@ -320,19 +321,14 @@ async fn folder_not_found(
             format!("{ancestor_path}/{name}")
         }
     };
-    let mut scored: Vec<(f64, &String)> = children
-        .iter()
-        .filter_map(|name| {
-            let lower = name.to_lowercase();
-            let mut score = strsim::jaro_winkler(&wanted, &lower);
-            if wanted.len() >= 3 && (lower.contains(&wanted) || wanted.contains(&lower)) {
-                score = score.max(0.9);
-            }
-            (score >= 0.8).then_some((score, name))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    let mut suggestions: Vec<String> = scored.iter().take(3).map(|(_, n)| join(n)).collect();
+    let mut suggestions: Vec<String> = close_names_by(
+        wanted,
+        children.iter().map(String::as_str),
+        Closeness::FOLDER_NAMES,
+    )
+    .into_iter()
+    .map(join)
+    .collect();
 
     // The folder may exist, only not where the path put it.
     let elsewhere: Vec<String> = sqlx::query_scalar(

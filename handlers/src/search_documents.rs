@@ -7,7 +7,6 @@
 //! before it is returned, so a stale keyword-index entry never shows. The
 //! design and measured figures are in docs/search.md.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
@@ -16,11 +15,9 @@ use data_plane_registry::{
 };
 use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
 use data_plane_store::ScopedTx;
-use pgvector::Vector;
+use data_plane_store::passages::{self, ChunkFilters as Filters, VectorHit, VectorStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgArguments;
-use sqlx::{Arguments, Encode, Postgres, Type};
 use uuid::Uuid;
 
 use crate::Deps;
@@ -63,22 +60,12 @@ pub fn available(_ctx: &ToolContext) -> bool {
     true
 }
 
+pub use data_plane_store::passages::{EXACT_MAX_CHUNKS, Nearest, nearest};
+
 const NAME: &str = "search_documents";
 const DEFAULT_LIMIT: u64 = 10;
 const MAX_LIMIT: u64 = 50;
 
-/// At or below this many chunks in scope the vector side reads every one of
-/// them and sorts by distance: exact, and cheaper than walking the graph past
-/// the many neighbours a selective filter throws away (docs/search.md has
-/// the measurements behind the figure).
-pub const EXACT_MAX_CHUNKS: i64 = 3_000;
-/// The HNSW candidate list: at least this wide, and twice the hits wanted.
-const MIN_EF_SEARCH: usize = 100;
-/// pgvector's ceiling for `hnsw.ef_search`.
-const MAX_EF_SEARCH: usize = 1_000;
-/// How far an iterative index scan may go before giving up; a scan that ends
-/// short falls back to the exact path, so this bounds time, not recall.
-const MAX_SCAN_TUPLES: usize = 20_000;
 /// Candidates read back beyond the limit, so that keyword-index entries for
 /// chunks PostgreSQL no longer has do not leave the answer short.
 const KEYWORD_SLACK: usize = 10;
@@ -250,7 +237,7 @@ pub async fn run(
     // query is embedded and the vector side runs.
     let keyword_task = mode.uses_keywords().then(|| {
         let index = deps.index.clone();
-        let q = filters.keyword_query(&query, depth + KEYWORD_SLACK);
+        let q = keyword_query(&filters, &query, depth + KEYWORD_SLACK);
         tokio::task::spawn_blocking(move || {
             let t = Instant::now();
             let hits = index.search(&q);
@@ -268,7 +255,9 @@ pub async fn run(
         };
         let plan = async {
             let t = Instant::now();
-            let strategy = plan(&mut tx, &filters, depth, VectorStrategy::Auto).await;
+            let strategy = passages::plan(&mut tx, &filters, depth, VectorStrategy::Auto)
+                .await
+                .map_err(|e| internal(NAME, e));
             (strategy, t.elapsed())
         };
         let ((embedding, embed_took), (strategy, plan_took)) = tokio::join!(embed, plan);
@@ -280,7 +269,9 @@ pub async fn run(
         })?;
         output.timings.embed_ms = ms(embed_took);
         let t = Instant::now();
-        let nearest = search(&mut tx, &embedding, &filters, depth, strategy?).await?;
+        let nearest = passages::search_planned(&mut tx, &embedding, &filters, depth, strategy?)
+            .await
+            .map_err(|e| internal(NAME, e))?;
         output.timings.vector_ms = ms(plan_took + t.elapsed());
         output.vector_strategy = Some(nearest.strategy);
         vector_hits = nearest.hits;
@@ -306,65 +297,16 @@ pub async fn run(
     Ok(output)
 }
 
-/// The restrictions every retriever applies, already checked against the
-/// caller's spaces.
-#[derive(Debug, Clone)]
-pub struct Filters {
-    /// The spaces the call covers; never empty.
-    pub spaces: Vec<Uuid>,
-    pub source_id: Option<Uuid>,
-    pub document_id: Option<Uuid>,
-    /// A folder path inside its source without leading or trailing slashes;
-    /// `None` for the whole source.
-    pub folder: Option<String>,
-}
-
-/// Binds `value` as the next parameter and returns its placeholder.
-fn bind<'q, T>(args: &mut PgArguments, value: T) -> Result<String, ToolError>
-where
-    T: Encode<'q, Postgres> + Type<Postgres> + 'q,
-{
-    args.add(value)
-        .map_err(|e| internal(NAME, format!("cannot bind a query parameter: {e}")))?;
-    Ok(format!("${}", args.len()))
-}
-
-impl Filters {
-    /// The SQL conditions on chunks aliased `c`, binding their values.
-    fn conditions(&self, args: &mut PgArguments) -> Result<String, ToolError> {
-        let spaces = bind(args, self.spaces.clone())?;
-        let mut sql = format!("c.space_id = ANY({spaces})");
-        if let Some(id) = self.document_id {
-            let p = bind(args, id)?;
-            sql.push_str(&format!(" AND c.document_id = {p}"));
-        }
-        if let Some(id) = self.source_id {
-            let p = bind(args, id)?;
-            sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM documents sd WHERE sd.id = c.document_id AND sd.source_id = {p})"
-            ));
-        }
-        if let Some(folder) = &self.folder {
-            let p = bind(args, folder.clone())?;
-            sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM documents fd JOIN folders ff ON ff.id = fd.folder_id
-                               WHERE fd.id = c.document_id
-                                 AND (ff.path = {p} OR starts_with(ff.path, {p} || '/')))"
-            ));
-        }
-        Ok(sql)
-    }
-
-    fn keyword_query(&self, text: &str, limit: usize) -> KeywordQuery {
-        KeywordQuery {
-            text: text.to_string(),
-            space_ids: self.spaces.clone(),
-            document_ids: self.document_id.map(|id| vec![id]),
-            source_ids: self.source_id.map(|id| vec![id]),
-            folder_prefix: self.folder.clone(),
-            limit,
-            offset: 0,
-        }
+/// The keyword index's query for `filters`.
+fn keyword_query(filters: &Filters, text: &str, limit: usize) -> KeywordQuery {
+    KeywordQuery {
+        text: text.to_string(),
+        space_ids: filters.spaces.clone(),
+        document_ids: filters.document_id.map(|id| vec![id]),
+        source_ids: filters.source_id.map(|id| vec![id]),
+        folder_prefix: filters.folder.clone(),
+        limit,
+        offset: 0,
     }
 }
 
@@ -385,20 +327,10 @@ async fn check_filters(tx: &mut ScopedTx, f: &Filters) -> Result<(), ToolError> 
     if f.source_id.is_none() && f.document_id.is_none() && f.folder.is_none() {
         return Ok(());
     }
-    let (source_ok, document_ok, folder_ok): (bool, bool, bool) = sqlx::query_as(
-        "SELECT $2::uuid IS NULL OR EXISTS (SELECT 1 FROM sources WHERE id = $2 AND space_id = ANY($1)),
-                $3::uuid IS NULL OR EXISTS (SELECT 1 FROM documents WHERE id = $3 AND space_id = ANY($1)),
-                $4::text IS NULL OR EXISTS (SELECT 1 FROM folders
-                                             WHERE path = $4 AND space_id = ANY($1)
-                                               AND ($2::uuid IS NULL OR source_id = $2))",
-    )
-    .bind(&f.spaces)
-    .bind(f.source_id)
-    .bind(f.document_id)
-    .bind(&f.folder)
-    .fetch_one(&mut **tx)
-    .await
-    .map_err(|e| internal(NAME, e))?;
+    let found = passages::find_filters(tx, f)
+        .await
+        .map_err(|e| internal(NAME, e))?;
+    let (source_ok, document_ok, folder_ok) = (found.source, found.document, found.folder);
     if let (false, Some(id)) = (source_ok, f.source_id) {
         return Err(ToolError::not_found(format!(
             "no source {id} in the spaces this request can read; list_sources shows the sources of a space"
@@ -418,193 +350,6 @@ async fn check_filters(tx: &mut ScopedTx, f: &Filters) -> Result<(), ToolError> 
         )));
     }
     Ok(())
-}
-
-/// How the vector side finds its neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VectorStrategy {
-    /// Exact when the scope is small, else the index with the exact path
-    /// as fallback (the tool's choice).
-    Auto,
-    Exact,
-    Index,
-    IndexThenExact,
-}
-
-/// A chunk found by the vector side, nearest first.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct VectorHit {
-    pub chunk_id: i64,
-    /// Cosine distance (0 = same direction).
-    pub distance: f64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Nearest {
-    pub hits: Vec<VectorHit>,
-    /// What actually ran (never `Auto`).
-    pub strategy: VectorStrategy,
-}
-
-/// The `k` chunks nearest to `embedding` among those `filters` admit, nearest
-/// first. Returns `k` hits whenever that many chunks are in scope: a scope of
-/// at most [`EXACT_MAX_CHUNKS`] is compared exactly; a larger one goes
-/// through the HNSW index with iterative scanning, and when that ends short
-/// (a filter that only a sliver of the graph passes) the exact path finishes
-/// the job. `Exact` and `Index` force one path (benchmarks compare them).
-pub async fn nearest(
-    tx: &mut ScopedTx,
-    embedding: &[f32],
-    filters: &Filters,
-    k: usize,
-    strategy: VectorStrategy,
-) -> Result<Nearest, ToolError> {
-    let strategy = plan(tx, filters, k, strategy).await?;
-    search(tx, embedding, filters, k, strategy).await
-}
-
-/// Resolves `Auto` by counting the scope, and readies the transaction for
-/// an index scan when one may run.
-async fn plan(
-    tx: &mut ScopedTx,
-    filters: &Filters,
-    k: usize,
-    strategy: VectorStrategy,
-) -> Result<VectorStrategy, ToolError> {
-    let strategy = match strategy {
-        VectorStrategy::Auto if in_scope_at_most(tx, filters, EXACT_MAX_CHUNKS).await? => {
-            VectorStrategy::Exact
-        }
-        VectorStrategy::Auto => VectorStrategy::IndexThenExact,
-        chosen => chosen,
-    };
-    if strategy != VectorStrategy::Exact {
-        configure_index_scan(tx, k).await?;
-    }
-    Ok(strategy)
-}
-
-/// Runs a planned strategy.
-async fn search(
-    tx: &mut ScopedTx,
-    embedding: &[f32],
-    filters: &Filters,
-    k: usize,
-    strategy: VectorStrategy,
-) -> Result<Nearest, ToolError> {
-    let k = k.max(1);
-    let vector = Vector::from(embedding.to_vec());
-    let (hits, strategy) = match strategy {
-        VectorStrategy::Exact => (exact(tx, &vector, filters, k).await?, strategy),
-        VectorStrategy::Index => (by_index(tx, &vector, filters, k).await?, strategy),
-        VectorStrategy::Auto | VectorStrategy::IndexThenExact => {
-            let hits = by_index(tx, &vector, filters, k).await?;
-            if hits.len() >= k {
-                (hits, VectorStrategy::Index)
-            } else {
-                let hits = exact(tx, &vector, filters, k).await?;
-                (hits, VectorStrategy::IndexThenExact)
-            }
-        }
-    };
-    Ok(Nearest { hits, strategy })
-}
-
-/// Iterative scanning keeps walking the graph until `k` chunks pass the
-/// filters (pgvector's default stops after `ef_search` candidates, which a
-/// selective filter, such as the one row-level security adds, can empty).
-/// Transaction-local, so nothing carries over to the pooled connection's
-/// next user.
-async fn configure_index_scan(tx: &mut ScopedTx, k: usize) -> Result<(), ToolError> {
-    let ef_search = (2 * k).clamp(MIN_EF_SEARCH, MAX_EF_SEARCH);
-    sqlx::query(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
-                set_config('hnsw.ef_search', $1, true),
-                set_config('hnsw.max_scan_tuples', $2, true)",
-    )
-    .bind(ef_search.to_string())
-    .bind(MAX_SCAN_TUPLES.to_string())
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| internal(NAME, e))?;
-    Ok(())
-}
-
-/// Whether `filters` admit at most `max` chunks. Counting stops just past
-/// `max`, so a huge scope costs no more to judge than a small one.
-async fn in_scope_at_most(
-    tx: &mut ScopedTx,
-    filters: &Filters,
-    max: i64,
-) -> Result<bool, ToolError> {
-    let mut args = PgArguments::default();
-    let conditions = filters.conditions(&mut args)?;
-    let cap = bind(&mut args, max + 1)?;
-    let sql =
-        format!("SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE {conditions} LIMIT {cap}) t");
-    let in_scope: i64 = sqlx::query_scalar_with(&sql, args)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(|e| internal(NAME, e))?;
-    Ok(in_scope <= max)
-}
-
-/// Every chunk in scope compared with the query. The distances are
-/// materialised before sorting so the planner cannot turn the sort into an
-/// HNSW scan (which would bring back the filtered-out-neighbours problem).
-async fn exact(
-    tx: &mut ScopedTx,
-    vector: &Vector,
-    filters: &Filters,
-    k: usize,
-) -> Result<Vec<VectorHit>, ToolError> {
-    let mut args = PgArguments::default();
-    let q = bind(&mut args, vector.clone())?;
-    let conditions = filters.conditions(&mut args)?;
-    let limit = bind(&mut args, k as i64)?;
-    let sql = format!(
-        "WITH scored AS MATERIALIZED (
-             SELECT c.id, c.embedding <=> {q} AS distance FROM chunks c WHERE {conditions})
-         SELECT id, distance FROM scored ORDER BY distance, id LIMIT {limit}"
-    );
-    let rows: Vec<(i64, f64)> = sqlx::query_as_with(&sql, args)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(|e| internal(NAME, e))?;
-    Ok(to_hits(rows))
-}
-
-/// The HNSW path, after [`configure_index_scan`]. Relaxed order may return
-/// neighbours slightly out of order, so they are sorted again by distance.
-async fn by_index(
-    tx: &mut ScopedTx,
-    vector: &Vector,
-    filters: &Filters,
-    k: usize,
-) -> Result<Vec<VectorHit>, ToolError> {
-    let mut args = PgArguments::default();
-    let q = bind(&mut args, vector.clone())?;
-    let conditions = filters.conditions(&mut args)?;
-    let limit = bind(&mut args, k as i64)?;
-    let sql = format!(
-        "WITH nearest AS MATERIALIZED (
-             SELECT c.id, c.embedding <=> {q} AS distance FROM chunks c
-              WHERE {conditions}
-              ORDER BY c.embedding <=> {q} LIMIT {limit})
-         SELECT id, distance FROM nearest ORDER BY distance, id"
-    );
-    let rows: Vec<(i64, f64)> = sqlx::query_as_with(&sql, args)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(|e| internal(NAME, e))?;
-    Ok(to_hits(rows))
-}
-
-fn to_hits(rows: Vec<(i64, f64)>) -> Vec<VectorHit> {
-    rows.into_iter()
-        .map(|(chunk_id, distance)| VectorHit { chunk_id, distance })
-        .collect()
 }
 
 /// A chunk chosen for the answer, before its text is read.
@@ -672,23 +417,6 @@ fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit]) -> Vec<Ranked>
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct ChunkRow {
-    id: i64,
-    document_id: Uuid,
-    path: String,
-    name: String,
-    title: Option<String>,
-    source_id: Uuid,
-    source: String,
-    space_id: Uuid,
-    heading: String,
-    page: Option<i32>,
-    char_start: i32,
-    char_end: i32,
-    text: String,
-}
-
 /// The best `limit` candidates as PostgreSQL holds them now, read under
 /// row-level security and the filters, in rank order. Keyword candidates
 /// come from an index outside row-level security that may lag behind a
@@ -711,22 +439,9 @@ async fn read_back(
             break;
         }
         let ids: Vec<i64> = batch.iter().map(|r| r.chunk_id).collect();
-        let mut args = PgArguments::default();
-        let p = bind(&mut args, ids)?;
-        let conditions = filters.conditions(&mut args)?;
-        let sql = format!(
-            "SELECT c.id, c.document_id, d.path, d.name, d.title, d.source_id, s.name AS source,
-                    c.space_id, c.heading, c.page, c.char_start, c.char_end, c.text
-               FROM chunks c
-               JOIN documents d ON d.id = c.document_id
-               JOIN sources s ON s.id = d.source_id
-              WHERE c.id = ANY({p}) AND {conditions}"
-        );
-        let rows: Vec<ChunkRow> = sqlx::query_as_with(&sql, args)
-            .fetch_all(&mut **tx)
+        let mut rows = passages::found_chunks(tx, filters, ids)
             .await
             .map_err(|e| internal(NAME, e))?;
-        let mut rows: HashMap<i64, ChunkRow> = rows.into_iter().map(|r| (r.id, r)).collect();
         for r in batch {
             if hits.len() == limit {
                 break;
@@ -759,11 +474,7 @@ async fn read_back(
 
 /// Why nothing came back: nothing to search, or nothing matched.
 async fn empty_note(tx: &mut ScopedTx, filters: &Filters, mode: Mode) -> Result<String, ToolError> {
-    let mut args = PgArguments::default();
-    let conditions = filters.conditions(&mut args)?;
-    let sql = format!("SELECT EXISTS (SELECT 1 FROM chunks c WHERE {conditions})");
-    let any: bool = sqlx::query_scalar_with(&sql, args)
-        .fetch_one(&mut **tx)
+    let any = passages::any_chunk(tx, filters)
         .await
         .map_err(|e| internal(NAME, e))?;
     let filtered =

@@ -11,11 +11,12 @@ mod common;
 use std::collections::HashMap;
 
 use common::World;
-use data_plane_handlers::search_documents::{self, Filters, VectorStrategy};
+use data_plane_handlers::search_documents;
 use data_plane_registry::{ErrorCode, ToolContext};
 use data_plane_store::Scope;
 use data_plane_store::content::{self, NewChunk, NewDocument, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
+use data_plane_store::passages::{ChunkFilters as Filters, VectorStrategy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};

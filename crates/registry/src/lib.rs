@@ -11,7 +11,7 @@ mod entry;
 mod ledger;
 mod registry;
 mod result;
-mod suggest;
+pub mod suggest;
 
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
 pub use context::{Settings, ToolContext, WebSearchProvider};
@@ -23,4 +23,4 @@ pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
 pub use registry::{Registry, RegistryError, ToolEntry};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 
-pub use data_plane_store::identity::Permission;
+pub use data_plane_types::Permission;

@@ -359,6 +359,29 @@ async fn insert_table(
     Ok(())
 }
 
+/// The space a document belongs to, when the scope can see it.
+pub async fn document_space(
+    tx: &mut ScopedTx,
+    document_id: Uuid,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT space_id FROM documents WHERE id = $1")
+            .bind(document_id)
+            .fetch_optional(&mut **tx)
+            .await?,
+    )
+}
+
+/// The space a source belongs to, when the scope can see it.
+pub async fn source_space(tx: &mut ScopedTx, source_id: Uuid) -> Result<Option<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT space_id FROM sources WHERE id = $1")
+            .bind(source_id)
+            .fetch_optional(&mut **tx)
+            .await?,
+    )
+}
+
 /// Deletes a document (and, by cascade, its chunks and tables).
 pub async fn delete_document(tx: &mut ScopedTx, id: Uuid) -> Result<bool, StoreError> {
     let done = sqlx::query("DELETE FROM documents WHERE id = $1")

@@ -60,6 +60,11 @@ impl Db {
         &self.pool
     }
 
+    /// Whether PostgreSQL answers a trivial query.
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
     /// Fails when the connected role could bypass row-level security.
     pub async fn check_role(&self) -> Result<(), StoreError> {
         let (role, superuser, bypass): (String, bool, bool) = sqlx::query_as(

@@ -5,33 +5,7 @@ use uuid::Uuid;
 
 use crate::{ScopedTx, StoreError};
 
-/// A user's deployment-wide permission level, lowest first.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
-)]
-#[sqlx(type_name = "permission_level", rename_all = "lowercase")]
-#[serde(rename_all = "lowercase")]
-pub enum Permission {
-    Guest,
-    User,
-    Admin,
-    Owner,
-}
-
-impl std::str::FromStr for Permission {
-    type Err = StoreError;
-    fn from_str(s: &str) -> Result<Self, StoreError> {
-        match s.to_ascii_lowercase().as_str() {
-            "guest" => Ok(Permission::Guest),
-            "user" => Ok(Permission::User),
-            "admin" => Ok(Permission::Admin),
-            "owner" => Ok(Permission::Owner),
-            other => Err(StoreError::Invalid(format!(
-                "unknown permission level {other:?} (expected guest, user, admin or owner)"
-            ))),
-        }
-    }
-}
+pub use data_plane_types::Permission;
 
 /// A member's role inside one space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
@@ -108,6 +82,22 @@ pub async fn ensure_space(tx: &mut ScopedTx, name: &str) -> Result<(Space, bool)
     .fetch_one(&mut **tx)
     .await?;
     Ok((space, true))
+}
+
+/// Gives a space its description and creator (system scope).
+pub async fn describe_space(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    description: &str,
+    created_by: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE spaces SET description = $2, created_by = $3 WHERE id = $1")
+        .bind(space_id)
+        .bind(description)
+        .bind(created_by)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 pub async fn space_by_name(tx: &mut ScopedTx, name: &str) -> Result<Option<Space>, StoreError> {

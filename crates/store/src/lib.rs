@@ -8,12 +8,13 @@ mod error;
 pub mod identity;
 pub mod index_log;
 pub mod migrate;
+pub mod passages;
 pub mod settings;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use db::{Db, Scope, ScopedTx};
-pub use error::StoreError;
+pub use error::{Fault, StoreError, sqlx_fault};
 
 /// The dimension of `chunks.embedding` in the schema (`vector(384)`).
 pub const SCHEMA_EMBEDDING_DIMENSION: usize = 384;

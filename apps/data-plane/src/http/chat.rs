@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
@@ -14,10 +14,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::ApiError;
 use super::extract::Json;
 use super::sse::{self, StreamEvent};
 use super::tools::{AbortOnDrop, check_space, context};
+use super::{ApiError, ErrorCode};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -67,8 +67,7 @@ pub async fn chat(
 ) -> Result<Response, ApiError> {
     let Some(agent) = state.agent.clone() else {
         return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_model",
+            ErrorCode::NoModel,
             "no language model is configured on this server; set DATA_PLANE_MODEL (and OPENAI_BASE_URL, OPENAI_API_KEY)",
         ));
     };

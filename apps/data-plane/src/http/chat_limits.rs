@@ -11,9 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use uuid::Uuid;
 
 /// The window turns per minute are counted over.
@@ -166,12 +164,9 @@ impl IntoResponse for ChatRefusal {
                  {retry_after} s"
             ),
         };
-        let body = json!({ "error": { "code": "rate_limited", "message": message } });
-        let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-        response
+        super::ApiError::new(super::ErrorCode::RateLimited, message)
+            .retry_after(retry_after)
+            .into_response()
     }
 }
 

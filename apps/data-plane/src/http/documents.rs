@@ -40,19 +40,10 @@ pub async fn create_space(
     // until the membership below exists.
     let mut tx = state.db.begin(Scope::System).await?;
     if identity::space_by_name(&mut tx, name).await?.is_some() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("a space named {name:?} exists"),
-        ));
+        return Err(ApiError::conflict(format!("a space named {name:?} exists")));
     }
     let (space, _) = identity::ensure_space(&mut tx, name).await?;
-    sqlx::query("UPDATE spaces SET description = $2, created_by = $3 WHERE id = $1")
-        .bind(space.id)
-        .bind(&body.description)
-        .bind(caller.user_id)
-        .execute(&mut *tx)
-        .await?;
+    identity::describe_space(&mut tx, space.id, &body.description, caller.user_id).await?;
     identity::add_member(&mut tx, space.id, caller.user_id, MembershipRole::Owner).await?;
     tx.commit().await?;
     state.identities.forget(caller.user_id);
@@ -164,12 +155,9 @@ pub async fn delete_document(
     Path(document_id): Path<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
-    let space: Option<Uuid> = sqlx::query_scalar("SELECT space_id FROM documents WHERE id = $1")
-        .bind(document_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let space =
-        space.ok_or_else(|| ApiError::not_found(format!("document {document_id} not found")))?;
+    let space = content::document_space(&mut tx, document_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("document {document_id} not found")))?;
     require_editor(&caller, space_role(&state, &caller, space).await?)?;
     content::delete_document(&mut tx, document_id).await?;
     tx.commit().await?;
@@ -188,11 +176,9 @@ pub async fn upload(
 ) -> Result<Json<Value>, ApiError> {
     let space_id = {
         let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
-        let space: Option<Uuid> = sqlx::query_scalar("SELECT space_id FROM sources WHERE id = $1")
-            .bind(source_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        space.ok_or_else(|| ApiError::not_found(format!("source {source_id} not found")))?
+        content::source_space(&mut tx, source_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("source {source_id} not found")))?
     };
     require_editor(&caller, space_role(&state, &caller, space_id).await?)?;
     let target = Target {

@@ -1,37 +1,150 @@
-//! The one JSON error body of the API: `{"error": {"code", "message"}}`.
+//! The one JSON error body of the API, `{"error": {"code", "message"}}`, and
+//! the one table of its codes: each [`ErrorCode`] names its HTTP status, and
+//! the OpenAPI document's list of codes is generated from the table.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use data_plane_ingest::IngestError;
-use data_plane_store::StoreError;
+use data_plane_store::{Fault, StoreError};
 use serde_json::json;
+
+/// Seconds a client is asked to wait after a transient failure.
+const TRANSIENT_RETRY_AFTER: u64 = 1;
+
+/// Every error code the API answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    RateLimited,
+    NoModel,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The whole table, in the order the OpenAPI document lists it.
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::BadRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::RateLimited,
+        ErrorCode::NoModel,
+        ErrorCode::Unavailable,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as the body's `error.code` carries it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::NoModel => "no_model",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::NoModel | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// When a client meets the code, in one line (the OpenAPI document shows it).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "the request's values or body are malformed or out of range",
+            ErrorCode::Unauthorized => {
+                "no bearer token, or one that is invalid, expired or revoked"
+            }
+            ErrorCode::Forbidden => "the caller's permission or space role does not allow it",
+            ErrorCode::NotFound => {
+                "no such endpoint, or the thing named does not exist or is out of the caller's reach"
+            }
+            ErrorCode::MethodNotAllowed => "the endpoint exists but not with this method",
+            ErrorCode::Conflict => "it breaks a rule of the data: a taken name, a last owner",
+            ErrorCode::PayloadTooLarge => "the body is larger than the route accepts",
+            ErrorCode::UnsupportedMediaType => {
+                "the body's content type is not the one the route reads"
+            }
+            ErrorCode::RateLimited => {
+                "too many requests or runs; Retry-After says when to try again"
+            }
+            ErrorCode::NoModel => "the server has no language model configured",
+            ErrorCode::Unavailable => {
+                "a passing failure (database busy or restarting); Retry-After says when to try again"
+            }
+            ErrorCode::Internal => "a bug or a broken deployment; the log has the cause",
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
+    /// Asks the client to wait `seconds` before trying again (`Retry-After`).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(ErrorCode::Unauthorized, message)
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::new(ErrorCode::BadRequest, message)
     }
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
     }
     /// A request body over the route's limit; `size` is the declared length when known.
     pub fn payload_too_large(size: u64, limit: usize) -> Self {
@@ -41,68 +154,48 @@ impl ApiError {
             String::new()
         };
         Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("request body{size} is larger than the {limit} bytes this route accepts"),
         )
     }
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         // The cause goes to the log only; clients never see SQL or internals.
         tracing::error!(error = %cause, "internal error");
+        Self::new(ErrorCode::Internal, "internal error")
+    }
+    /// A failure that may pass on its own: 503 with Retry-After.
+    pub fn unavailable(cause: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "transient failure");
         Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error",
+            ErrorCode::Unavailable,
+            "the server is busy or its database is restarting; try again shortly",
         )
+        .retry_after(TRANSIENT_RETRY_AFTER)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
-        (self.status, axum::Json(body)).into_response()
+        let body = json!({ "error": { "code": self.code.name(), "message": self.message } });
+        let mut response = (self.code.status(), axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        match &e {
-            StoreError::NotFound { .. } => ApiError::not_found(e.to_string()),
-            StoreError::Invalid(m) => ApiError::bad_request(m.clone()),
-            StoreError::Denied(m) => ApiError::forbidden(m.clone()),
-            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m.clone()),
-            // Row-level security refused a write the handler's checks let
-            // through (a role changed a moment ago on another replica).
-            StoreError::Database(sqlx::Error::Database(d))
-                if d.code().as_deref() == Some("42501") =>
-            {
-                ApiError::forbidden("not allowed in this space")
-            }
-            // Data exceptions (class 22) and check violations are the
-            // request's values, not the server: PostgreSQL refuses NUL in
-            // text, out-of-range numbers, over-long names.
-            StoreError::Database(sqlx::Error::Database(d))
-                if d.code().as_deref() == Some("22021") =>
-            {
-                ApiError::bad_request("text may not contain NUL (\\u0000) characters")
-            }
-            StoreError::Database(sqlx::Error::Database(d))
-                if d.code().is_some_and(|c| c.starts_with("22")) =>
-            {
-                ApiError::bad_request(format!("invalid value: {}", d.message()))
-            }
-            StoreError::Database(sqlx::Error::Database(d))
-                if d.code().as_deref() == Some("23514") =>
-            {
-                ApiError::bad_request(format!(
-                    "a value breaks the rule {}",
-                    d.constraint().unwrap_or("of the data")
-                ))
-            }
-            _ if e.is_unique_violation() => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", "already exists")
-            }
-            _ => ApiError::internal(&e),
+        match e.fault() {
+            Fault::NotFound(m) => ApiError::not_found(m),
+            Fault::Invalid(m) => ApiError::bad_request(m),
+            Fault::Denied(m) => ApiError::forbidden(m),
+            Fault::Conflict(m) => ApiError::conflict(m),
+            Fault::Transient => ApiError::unavailable(&e),
+            Fault::Internal => ApiError::internal(&e),
         }
     }
 }
@@ -113,8 +206,26 @@ impl From<IngestError> for ApiError {
     }
 }
 
+/// A transaction's commit fails with the driver's error; it is sorted like any other.
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::from(StoreError::from(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_its_own_name_and_an_error_status() {
+        let mut names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        for code in ErrorCode::ALL {
+            assert!(code.status().is_client_error() || code.status().is_server_error());
+            assert!(!code.meaning().is_empty());
+        }
     }
 }

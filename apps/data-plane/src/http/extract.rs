@@ -27,7 +27,7 @@ impl From<JsonRejection> for ApiError {
             return ApiError::payload_too_large(0, super::MAX_BODY_BYTES);
         }
         if r.status() == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
-            return ApiError::new(r.status(), "unsupported_media_type", message);
+            return ApiError::new(super::ErrorCode::UnsupportedMediaType, message);
         }
         ApiError::bad_request(message)
     }

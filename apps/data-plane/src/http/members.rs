@@ -79,14 +79,10 @@ pub async fn add(
         .await?
         .is_some()
     {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!(
-                "{} is a member already; PUT /v1/spaces/{space_id}/members/{user_id} changes their role",
-                body.email.trim()
-            ),
-        ));
+        return Err(ApiError::conflict(format!(
+            "{} is a member already; PUT /v1/spaces/{space_id}/members/{user_id} changes their role",
+            body.email.trim()
+        )));
     }
     identity::set_member(&mut tx, space_id, user_id, body.role).await?;
     tx.commit().await?;

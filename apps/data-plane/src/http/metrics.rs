@@ -202,13 +202,7 @@ pub async fn serve_to_service(
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(serve))
-        .fallback(|| async {
-            super::ApiError::new(
-                axum::http::StatusCode::NOT_FOUND,
-                "not_found",
-                "this listener serves /metrics only",
-            )
-        })
+        .fallback(|| async { super::ApiError::not_found("this listener serves /metrics only") })
         .with_state(state)
 }
 

@@ -21,7 +21,7 @@ use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, put};
 use serde_json::json;
 
-pub use error::ApiError;
+pub use error::{ApiError, ErrorCode};
 
 use crate::state::AppState;
 
@@ -145,10 +145,7 @@ async fn healthz() -> impl IntoResponse {
 /// Ready when PostgreSQL answers. How far the keyword index has come tells
 /// how much is being written, so only service tokens see it.
 async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
-    let db_ok = sqlx::query("SELECT 1")
-        .execute(state.db.pool())
-        .await
-        .is_ok();
+    let db_ok = state.db.ping().await;
     let status = if db_ok {
         StatusCode::OK
     } else {
@@ -174,12 +171,11 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoR
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this endpoint does not accept that method",
     )
 }
 
 async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+    ApiError::not_found("no such endpoint")
 }

@@ -1,11 +1,48 @@
 //! The OpenAPI document of the HTTP surface, served at `/openapi.json`.
-//! Written by hand in docs/openapi.json; a test holds it to the router.
+//! Paths and bodies are written by hand in docs/openapi.json (a test holds it
+//! to the router); the list of error codes is generated from [`ErrorCode`],
+//! and a test keeps the copy in docs/openapi.json the same.
+
+use std::sync::LazyLock;
 
 use axum::http::HeaderValue;
 use axum::response::IntoResponse;
+use serde_json::{Value, json};
 
-/// The document, embedded at build time.
-pub const DOCUMENT: &str = include_str!("../../../../docs/openapi.json");
+use super::ErrorCode;
+
+/// The document as written, embedded at build time.
+const WRITTEN: &str = include_str!("../../../../docs/openapi.json");
+
+/// The document as served: the written one with the error codes of the table.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    let mut doc: Value = serde_json::from_str(WRITTEN).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "docs/openapi.json is not JSON; serving it as written");
+        Value::Null
+    });
+    if doc.is_null() {
+        return WRITTEN.to_string();
+    }
+    if let Some(code) =
+        doc.pointer_mut("/components/schemas/Error/properties/error/properties/code")
+    {
+        *code = error_code_schema();
+    }
+    doc.to_string()
+});
+
+/// The schema of `error.code`: every code of the table, with its status and meaning.
+pub fn error_code_schema() -> Value {
+    let described: Vec<String> = ErrorCode::ALL
+        .iter()
+        .map(|c| format!("`{}` ({}): {}", c.name(), c.status().as_u16(), c.meaning()))
+        .collect();
+    json!({
+        "type": "string",
+        "enum": ErrorCode::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(),
+        "description": described.join("; "),
+    })
+}
 
 pub async fn serve() -> impl IntoResponse {
     (
@@ -13,6 +50,26 @@ pub async fn serve() -> impl IntoResponse {
             axum::http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        DOCUMENT,
+        DOCUMENT.as_str(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_document_lists_the_error_codes_of_the_table() {
+        let doc: Value = serde_json::from_str(WRITTEN).expect("docs/openapi.json is JSON");
+        let written = doc
+            .pointer("/components/schemas/Error/properties/error/properties/code")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            written,
+            error_code_schema(),
+            "docs/openapi.json's Error.error.code must be this schema; paste it there:\n{:#}",
+            error_code_schema()
+        );
+    }
 }
