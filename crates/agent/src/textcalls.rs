@@ -428,6 +428,35 @@ impl StreamParser {
         let mut i = self.pos;
         let mut run_start = i;
         while i < len {
+            if !self.line_start && !self.after_markup {
+                // Mid-line prose: only `<`, `[` and a newline can change
+                // anything, so the bytes before the next one are skipped
+                // in one search. Whitespace among them is emitted with the
+                // words around it; whitespace at their end is held, as it
+                // is byte by byte.
+                let rest = &self.buf.as_bytes()[i..];
+                let next = memchr::memchr3(b'<', b'[', b'\n', rest).map_or(len, |at| i + at);
+                if next > i {
+                    let stretch = &self.buf.as_bytes()[i..next];
+                    let words = stretch
+                        .iter()
+                        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+                        .map_or(i, |last| i + last + 1);
+                    self.examined += next - i;
+                    self.prev = stretch[stretch.len() - 1];
+                    self.flush_run(run_start, words);
+                    if words < next {
+                        let buf = std::mem::take(&mut self.buf);
+                        self.pending_ws.push_str(&buf[words..next]);
+                        self.buf = buf;
+                    }
+                    i = next;
+                    run_start = i;
+                    if i == len {
+                        break;
+                    }
+                }
+            }
             let byte = self.buf.as_bytes()[i];
             self.examined += 1;
             match byte {
@@ -505,8 +534,10 @@ impl StreamParser {
 
     fn flush_run(&mut self, from: usize, to: usize) {
         if from < to {
-            let run = self.buf[from..to].to_string();
-            self.emit_text(&run);
+            // Lent out of `self` while it is copied, instead of copied twice.
+            let buf = std::mem::take(&mut self.buf);
+            self.emit_text(&buf[from..to]);
+            self.buf = buf;
         }
     }
 

@@ -6,8 +6,9 @@
 //! (with `<`, `[` and `{` here and there, footnotes and lists at line
 //! starts), `<tool_call>` JSON calls, `<function=>` calls and bare call
 //! arrays, each form the old parser also reads, so both do the same work.
-//! Each parser reads it whole and streamed in 16-byte deltas; the best of
-//! several rounds counts.
+//! Each parser reads it whole and streamed in 16-byte deltas, the parsers
+//! in turn within every round; the best round of each counts. Before timing,
+//! both readings are checked to give the same text and the same calls.
 //!
 //! Usage: bench_textcalls [MEGABYTES] [ROUNDS]
 
@@ -106,15 +107,64 @@ fn chunks(input: &str, delta: usize) -> impl Iterator<Item = &str> {
     })
 }
 
-fn best(rounds: usize, mut run: impl FnMut() -> usize) -> (Duration, usize) {
-    let mut best = Duration::MAX;
-    let mut calls = 0;
+/// Reads of the same reply by the old parser, the new one with schemas and
+/// the new one without, taken in turn in every round so that a change in the
+/// machine's load touches all three alike; the best round of each counts.
+fn best_of(rounds: usize, runs: [&dyn Fn() -> usize; 3]) -> ([Duration; 3], [usize; 3]) {
+    let mut best = [Duration::MAX; 3];
+    let mut calls = [0; 3];
     for _ in 0..rounds {
-        let started = Instant::now();
-        calls = std::hint::black_box(run());
-        best = best.min(started.elapsed());
+        for (k, run) in runs.iter().enumerate() {
+            let started = Instant::now();
+            calls[k] = std::hint::black_box(run());
+            best[k] = best[k].min(started.elapsed());
+        }
     }
     (best, calls)
+}
+
+/// What a parser made of the reply: its text, and its calls as
+/// `name arguments` lines.
+fn outcome_new(input: &str, delta: usize) -> (String, Vec<String>) {
+    let mut parser = StreamParser::new(Vec::new()).schemas(schemas());
+    let (mut text, mut calls) = (String::new(), Vec::new());
+    let mut take = |segments: Vec<Segment>| {
+        for segment in segments {
+            match segment {
+                Segment::Text(t) => text.push_str(&t),
+                Segment::Call(c) => calls.push(format!("{} {}", c.name, c.arguments)),
+                Segment::Malformed { raw, reason } => {
+                    calls.push(format!("malformed {reason}: {raw}"))
+                }
+            }
+        }
+    };
+    for chunk in chunks(input, delta) {
+        take(parser.push(chunk));
+    }
+    take(parser.finish());
+    (text, calls)
+}
+
+fn outcome_old(input: &str, delta: usize) -> (String, Vec<String>) {
+    let mut parser = old::StreamParser::new(TOOLS.iter().map(|s| s.to_string()).collect());
+    let (mut text, mut calls) = (String::new(), Vec::new());
+    let mut take = |segments: Vec<old::Segment>| {
+        for segment in segments {
+            match segment {
+                old::Segment::Text(t) => text.push_str(&t),
+                old::Segment::Call(c) => calls.push(format!("{} {}", c.name, c.arguments)),
+                old::Segment::Malformed { raw, reason } => {
+                    calls.push(format!("malformed {reason}: {raw}"))
+                }
+            }
+        }
+    };
+    for chunk in chunks(input, delta) {
+        take(parser.push(chunk));
+    }
+    take(parser.finish());
+    (text, calls)
 }
 
 fn main() {
@@ -125,9 +175,18 @@ fn main() {
     let mb = input.len() as f64 / (1u64 << 20) as f64;
     println!("reply: {mb:.1} MiB, best of {rounds} rounds (MB/s are MiB per second)");
     for (label, delta) in [("whole", input.len()), ("16-byte deltas", 16)] {
-        let (before, old_n) = best(rounds, || old_calls(&input, delta));
-        let (after, new_n) = best(rounds, || new_calls(&input, delta, true));
-        let (untyped, _) = best(rounds, || new_calls(&input, delta, false));
+        assert!(
+            outcome_old(&input, delta) == outcome_new(&input, delta),
+            "both parsers read the reply alike ({label})"
+        );
+        let ([before, after, untyped], [old_n, new_n, _]) = best_of(
+            rounds,
+            [
+                &|| old_calls(&input, delta),
+                &|| new_calls(&input, delta, true),
+                &|| new_calls(&input, delta, false),
+            ],
+        );
         assert_eq!(old_n, new_n, "both parsers find the same calls");
         let rate = |d: Duration| mb / d.as_secs_f64();
         println!(

@@ -193,7 +193,7 @@ fn arguments(name: &str, value: Option<&Value>, schemas: &Schemas) -> Result<Val
         Some(Value::String(text)) if text.trim().is_empty() => Map::new(),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
-            _ => match schema::sole_property(schemas, name) {
+            _ => match schema::sole(schemas, name) {
                 Some(key) => Map::from_iter([(key, Value::String(text.clone()))]),
                 None => {
                     return Err(format!(

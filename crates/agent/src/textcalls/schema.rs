@@ -10,27 +10,99 @@ use serde_json::{Map, Number, Value};
 
 use super::python;
 
-/// Parameter schemas (`{"type": "object", "properties": …}`) by tool name.
-pub type Schemas = HashMap<String, Value>;
+/// The offered tools' parameter schemas (`{"type": "object", "properties":
+/// …}`) by tool name, read once when the parser is made: each argument's
+/// admitted types and each tool's sole property are what typing a call
+/// needs, so a call costs a lookup or two rather than a walk of its schema.
+#[derive(Debug, Default)]
+pub struct Schemas {
+    tools: HashMap<String, Tool>,
+}
 
-/// The schema of one argument of `tool`, if it has one.
-pub(super) fn property<'a>(schemas: &'a Schemas, tool: &str, key: &str) -> Option<&'a Value> {
-    schemas.get(tool)?.get("properties")?.get(key)
+#[derive(Debug, Default)]
+struct Tool {
+    /// Absent when `properties` is not an object.
+    properties: Option<HashMap<String, Types>>,
+    /// The one argument a plain-string `arguments` stands for.
+    sole: Option<String>,
+}
+
+/// The types one argument's schema admits, in its order (see `types`).
+/// Empty when it says nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Types(Vec<Kind>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    String,
+    Null,
+    Boolean,
+    Integer,
+    Number,
+    Object,
+    Array,
+    /// A type name of no use here (it still counts as a type given).
+    Other,
+}
+
+impl Kind {
+    fn of(name: &str) -> Kind {
+        match name {
+            "string" => Kind::String,
+            "null" => Kind::Null,
+            "boolean" => Kind::Boolean,
+            "integer" => Kind::Integer,
+            "number" => Kind::Number,
+            "object" => Kind::Object,
+            "array" => Kind::Array,
+            _ => Kind::Other,
+        }
+    }
+}
+
+impl Types {
+    fn admits(&self, kind: Kind) -> bool {
+        self.0.contains(&kind)
+    }
+}
+
+impl Schemas {
+    /// The parameter schema of `tool`; a later one for the same name wins.
+    pub fn insert(&mut self, tool: String, schema: Value) {
+        let properties = match schema.get("properties") {
+            Some(Value::Object(props)) => Some(
+                props
+                    .iter()
+                    .map(|(key, prop)| (key.clone(), admitted(prop)))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let sole = sole_property(&schema);
+        self.tools.insert(tool, Tool { properties, sole });
+    }
+}
+
+/// The admitted types of one argument of `tool`, if its schema has it.
+pub(super) fn property<'a>(schemas: &'a Schemas, tool: &str, key: &str) -> Option<&'a Types> {
+    schemas.tools.get(tool)?.properties.as_ref()?.get(key)
 }
 
 /// The types a schema admits: `type` (a name or a list), `nullable`, and
 /// the members of `anyOf` / `oneOf`. Empty when it says nothing.
-fn types<'a>(schema: &'a Value, out: &mut Vec<&'a str>, depth: usize) {
+fn types(schema: &Value, out: &mut Vec<Kind>, depth: usize) {
     if depth > 8 {
         return;
     }
     match schema.get("type") {
-        Some(Value::String(name)) => out.push(name),
-        Some(Value::Array(names)) => out.extend(names.iter().filter_map(Value::as_str)),
+        Some(Value::String(name)) => out.push(Kind::of(name)),
+        Some(Value::Array(names)) => {
+            out.extend(names.iter().filter_map(Value::as_str).map(Kind::of));
+        }
         _ => {}
     }
     if schema.get("nullable") == Some(&Value::Bool(true)) {
-        out.push("null");
+        out.push(Kind::Null);
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(members)) = schema.get(key) {
@@ -41,33 +113,34 @@ fn types<'a>(schema: &'a Value, out: &mut Vec<&'a str>, depth: usize) {
     }
 }
 
-fn admitted(schema: &Value) -> Vec<&str> {
+fn admitted(schema: &Value) -> Types {
     let mut out = Vec::new();
     types(schema, &mut out, 0);
-    out
+    Types(out)
 }
 
 /// A value written as text (a `<parameter>` body, a string argument) as the
 /// schema's type. `None` when the schema gives no type to go by.
-pub(super) fn from_text(text: &str, schema: &Value) -> Option<Value> {
-    let types = admitted(schema);
-    if types.is_empty() {
+pub(super) fn from_text(text: &str, types: &Types) -> Option<Value> {
+    if types.0.is_empty() {
         return None;
     }
-    if types.contains(&"string") {
+    if types.admits(Kind::String) {
         return Some(Value::String(text.to_string()));
     }
     let trimmed = text.trim();
-    for kind in &types {
-        let converted = match *kind {
-            "null" => matches!(trimmed, "null" | "None" | "none" | "NULL").then_some(Value::Null),
-            "boolean" => match trimmed {
+    for kind in &types.0 {
+        let converted = match kind {
+            Kind::Null => {
+                matches!(trimmed, "null" | "None" | "none" | "NULL").then_some(Value::Null)
+            }
+            Kind::Boolean => match trimmed {
                 "true" | "True" | "TRUE" => Some(Value::Bool(true)),
                 "false" | "False" | "FALSE" => Some(Value::Bool(false)),
                 _ => None,
             },
-            "integer" => integer(trimmed),
-            "number" => integer(trimmed).or_else(|| {
+            Kind::Integer => integer(trimmed),
+            Kind::Number => integer(trimmed).or_else(|| {
                 trimmed
                     .parse::<f64>()
                     .ok()
@@ -75,9 +148,9 @@ pub(super) fn from_text(text: &str, schema: &Value) -> Option<Value> {
                     .and_then(Number::from_f64)
                     .map(Value::Number)
             }),
-            "object" => structured(trimmed).filter(Value::is_object),
-            "array" => structured(trimmed).filter(Value::is_array),
-            _ => None,
+            Kind::Object => structured(trimmed).filter(Value::is_object),
+            Kind::Array => structured(trimmed).filter(Value::is_array),
+            Kind::String | Kind::Other => None,
         };
         if converted.is_some() {
             return converted;
@@ -105,21 +178,24 @@ fn structured(text: &str) -> Option<Value> {
 /// A value that arrived typed (JSON, a Python literal) fitted to the schema:
 /// a string where a non-string is wanted is converted; a number or boolean
 /// where only a string is wanted becomes its text.
-fn fit(value: Value, schema: &Value) -> Value {
-    let types = admitted(schema);
-    if types.is_empty() {
+fn fit(value: Value, types: &Types) -> Value {
+    if types.0.is_empty() {
         return value;
     }
-    let admits = |t: &str| types.contains(&t);
+    let admits = |kind: Kind| types.admits(kind);
     match value {
-        Value::String(text) if !admits("string") => {
-            from_text(&text, schema).unwrap_or(Value::String(text))
+        Value::String(text) if !admits(Kind::String) => {
+            from_text(&text, types).unwrap_or(Value::String(text))
         }
-        Value::Number(n) if !admits("number") && !admits("integer") && admits("string") => {
+        Value::Number(n)
+            if !admits(Kind::Number) && !admits(Kind::Integer) && admits(Kind::String) =>
+        {
             Value::String(n.to_string())
         }
-        Value::Bool(b) if !admits("boolean") && admits("string") => Value::String(b.to_string()),
-        Value::Number(n) if admits("integer") && !admits("number") => match n.as_f64() {
+        Value::Bool(b) if !admits(Kind::Boolean) && admits(Kind::String) => {
+            Value::String(b.to_string())
+        }
+        Value::Number(n) if admits(Kind::Integer) && !admits(Kind::Number) => match n.as_f64() {
             Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
                 Value::Number((f as i64).into())
             }
@@ -135,13 +211,12 @@ pub(super) fn fit_arguments(
     mut arguments: Map<String, Value>,
     schemas: &Schemas,
 ) -> Map<String, Value> {
-    let Some(Value::Object(properties)) = schemas.get(tool).and_then(|s| s.get("properties"))
-    else {
+    let Some(properties) = schemas.tools.get(tool).and_then(|t| t.properties.as_ref()) else {
         return arguments;
     };
     for (key, value) in arguments.iter_mut() {
-        if let Some(schema) = properties.get(key) {
-            *value = fit(std::mem::take(value), schema);
+        if let Some(types) = properties.get(key) {
+            *value = fit(std::mem::take(value), types);
         }
     }
     arguments
@@ -149,8 +224,11 @@ pub(super) fn fit_arguments(
 
 /// The one argument a plain-string `arguments` stands for: the tool's only
 /// required property, or its only property.
-pub(super) fn sole_property(schemas: &Schemas, tool: &str) -> Option<String> {
-    let schema = schemas.get(tool)?;
+pub(super) fn sole(schemas: &Schemas, tool: &str) -> Option<String> {
+    schemas.tools.get(tool)?.sole.clone()
+}
+
+fn sole_property(schema: &Value) -> Option<String> {
     if let Some(Value::Array(required)) = schema.get("required")
         && let [Value::String(only)] = required.as_slice()
     {
