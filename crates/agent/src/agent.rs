@@ -13,7 +13,9 @@ use async_openai::types::chat::{
     ChatCompletionRequestToolMessageContent, ChatCompletionStreamOptions, ChatCompletionTools,
     CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
 };
-use data_plane_registry::{ChannelCallbacks, Registry, ToolContext, ToolError, ToolResult};
+use data_plane_registry::{
+    Callbacks, ChannelCallbacks, Registry, ToolContext, ToolError, ToolEvent, ToolResult,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -438,7 +440,6 @@ impl Agent {
                             index: delta.index,
                             name: pending.name.clone(),
                             arguments_delta: fragment.to_string(),
-                            partial: true,
                         };
                         if !sink.emit(event).await {
                             return Err(AgentError::Cancelled);
@@ -519,21 +520,24 @@ impl Agent {
         ctx: &ToolContext,
         callbacks: &ChannelCallbacks,
     ) -> ToolResult {
-        use data_plane_registry::Callbacks;
         let args = match &call.arguments {
             Ok(args) => args,
             Err(reason) => {
-                callbacks.on_tool_call(
-                    &call.id,
-                    &call.name,
-                    &Value::String(call.raw_arguments.clone()),
-                );
+                callbacks.emit(ToolEvent::ToolCall {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: Value::String(call.raw_arguments.clone()),
+                });
                 let error = ToolError::invalid(format!(
                     "the arguments of {} are not a JSON object: {reason}",
                     call.name
                 ));
                 let result = ToolResult::failed(&call.name, &call.id, &error, 0);
-                callbacks.on_tool_result(&call.id, &call.name, &result);
+                callbacks.emit(ToolEvent::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                });
                 return result;
             }
         };

@@ -287,11 +287,13 @@ async fn a_native_call_split_across_chunks_runs_and_its_result_goes_back() {
         .collect();
     assert_eq!(fragments, "{\"key\": \"alpha\"}");
     assert!(
-        matches!(&events[3], AgentEvent::ToolCall { call_id, arguments, .. }
+        matches!(&events[3], AgentEvent::Tool(ToolEvent::ToolCall { call_id, arguments, .. })
         if call_id == "call_Xy1" && *arguments == json!({"key": "alpha"}))
     );
-    assert!(matches!(&events[4], AgentEvent::ToolResult { result, .. }
-        if result.success && result.call_id == "call_Xy1"));
+    assert!(
+        matches!(&events[4], AgentEvent::Tool(ToolEvent::ToolResult { result, .. })
+        if result.success && result.call_id == "call_Xy1")
+    );
 
     let second = &s.model.requests()[1];
     let messages = second["messages"].as_array().unwrap();
@@ -388,9 +390,9 @@ async fn a_retryable_failure_is_retried_once_and_others_are_not() {
     let results: Vec<(String, bool, Option<ErrorCode>)> = events
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::ToolResult {
+            AgentEvent::Tool(ToolEvent::ToolResult {
                 call_id, result, ..
-            } => Some((call_id.clone(), result.success, result.code())),
+            }) => Some((call_id.clone(), result.success, result.code())),
             _ => None,
         })
         .collect();
@@ -575,7 +577,7 @@ async fn cancelling_stops_running_tools_and_asks_the_model_nothing_more() {
     let trigger = cancel.clone();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
-            if matches!(event, AgentEvent::ToolCall { .. }) {
+            if matches!(event, AgentEvent::Tool(ToolEvent::ToolCall { .. })) {
                 trigger.cancel();
             }
         }
