@@ -367,15 +367,12 @@ impl Agent {
                 messages.push(tool_message(&call.id, result_for_model(&result)));
             }
             for (id, reason) in &malformed {
-                let content = json!({
-                    "success": false,
-                    "error": {
-                        "code": "invalid_arguments",
-                        "message": format!("your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"),
-                        "retryable": true,
-                    }
-                });
-                messages.push(tool_message(id, content.to_string()));
+                let error = ToolError::invalid(format!(
+                    "your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"
+                ));
+                // Written again, the call may well succeed.
+                let result = ToolResult::failed(MALFORMED_CALL, id, &error, 0).retryable(true);
+                messages.push(tool_message(id, own_failure_for_model(&result)));
             }
         }
     }
@@ -663,4 +660,11 @@ fn result_for_model(result: &ToolResult) -> String {
         })
     };
     body.to_string()
+}
+
+/// A failure of the model's own making as it reads it: like
+/// [`result_for_model`], but the message, which quotes the model's own
+/// markup back to it so it can write the call again, is left as it is.
+fn own_failure_for_model(result: &ToolResult) -> String {
+    json!({ "success": false, "error": result.error }).to_string()
 }

@@ -893,3 +893,45 @@ async fn the_system_prompt_goes_first_and_the_requests_own_follows() {
 fn chrono_date(y: i32, m: u32, d: u32) -> chrono::NaiveDate {
     chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap()
 }
+
+#[tokio::test]
+async fn a_call_that_cannot_be_read_goes_back_to_the_model_as_a_retryable_error() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&[
+        "Checking. <tool_call>{\"name\": \"lookup\", \"arguments\": {\"key\": </tool_call>",
+    ]));
+    s.model.push(text_reply(&["Sorry."]));
+    let (outcome, _) = run(&s.agent, request("beta?")).await;
+    outcome.unwrap();
+    let messages = s.model.requests()[1]["messages"].clone();
+    assert_eq!(
+        messages[1]["tool_calls"][0]["function"]["name"],
+        "unreadable_tool_call"
+    );
+    let id = messages[1]["tool_calls"][0]["id"].as_str().unwrap();
+    assert_eq!(messages[2]["tool_call_id"], id);
+    let content = messages[2]["content"].as_str().unwrap();
+    let message = serde_json::from_str::<Value>(content).unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("your tool call could not be read: ")
+            && message.contains("<tool_call>")
+            && message.ends_with(
+                "; write it again with a valid tool name and a JSON object of arguments"
+            ),
+        "{message}"
+    );
+    // Word for word what the model read before: its own markup quoted back
+    // as it wrote it, and a retry invited.
+    let expected = json!({
+        "success": false,
+        "error": {
+            "code": "invalid_arguments",
+            "message": message,
+            "retryable": true,
+        }
+    });
+    assert_eq!(content, expected.to_string());
+}
