@@ -15,7 +15,7 @@ use async_openai::types::chat::{
 use data_plane_agent::{Agent, AgentError, ChatRequest, FinishReason, SubAgentSink};
 use data_plane_registry::{
     Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta,
+    ToolError, ToolEvent, ToolMeta,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -159,7 +159,10 @@ pub async fn run(
         ..ChatRequest::default()
     };
     let label = document.title.as_deref().unwrap_or(&document.path);
-    callbacks.on_sub_agent_start(&parent_call_id, &format!("{label}: {}", args.question));
+    callbacks.emit(ToolEvent::SubagentStart {
+        parent_call_id: parent_call_id.clone(),
+        task: format!("{label}: {}", args.question),
+    });
     let sink = SubAgentSink::new(callbacks, parent_call_id.clone());
     // Nothing cancels this token: cancellation is dropping this future,
     // which drops the run and its model request and tools with it.
@@ -167,7 +170,10 @@ pub async fn run(
     let outcome = match agent.run(request, &sub_ctx, &sink, &never).await {
         Ok(outcome) => outcome,
         Err(e) => {
-            callbacks.on_sub_agent_end(&parent_call_id, &format!("failed: {e}"));
+            callbacks.emit(ToolEvent::SubagentEnd {
+                parent_call_id,
+                summary: format!("failed: {e}"),
+            });
             return Err(model_error(e));
         }
     };
@@ -203,7 +209,10 @@ pub async fn run(
         ),
         Some(why) => format!("stopped: {why}"),
     };
-    callbacks.on_sub_agent_end(&parent_call_id, &summary);
+    callbacks.emit(ToolEvent::SubagentEnd {
+        parent_call_id,
+        summary,
+    });
     if analysis.is_empty() {
         let why = cut_short.unwrap_or_else(|| "the analysis ended without an answer".into());
         return Err(ToolError::invalid(format!(

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use data_plane_registry::{
-    Callbacks, DefinitionFile, HandlerEntry, Ledger, Registry, RegistryError, ToolContext,
-    ToolError, ToolHandler,
+    Callbacks, DefinitionFile, HandlerEntry, Ledger, Registry, RegistryError, Settings,
+    ToolContext, ToolError, ToolHandler,
 };
 use serde_json::Value;
 
@@ -111,6 +111,15 @@ pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
         entry!(deps, web_search),
     ]
 }
+
+/// The run-time settings at their defaults, with every tool's own settings
+/// declared, alphabetically by tool: what an admin may read and change.
+pub fn settings() -> Settings {
+    Settings::default().declare(&web_search::PROVIDER)
+}
+
+/// The setting by which an admin chooses web_search's provider.
+pub use web_search::PROVIDER as WEB_SEARCH_PROVIDER;
 
 /// The registry of every tool, with the given ledger.
 pub fn registry(deps: &Arc<Deps>, ledger: Arc<dyn Ledger>) -> Result<Registry, RegistryError> {

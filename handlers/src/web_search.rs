@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use data_plane_registry::{
     Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta, WebSearchProvider,
+    ToolError, ToolMeta, ToolSetting,
 };
 use data_plane_web::WebError;
 use data_plane_web::search::{Freshness, ProviderKind, SearchHit, SearchRequest};
@@ -61,16 +61,11 @@ pub const META: ToolMeta = ToolMeta {
     defer_loading: false,
 };
 
+/// Which configured provider web_search uses, chosen by an admin.
+pub const PROVIDER: ToolSetting<ProviderKind> = ToolSetting::new("web_search_provider");
+
 pub fn available(ctx: &ToolContext) -> bool {
     ctx.settings.web_search_enabled
-}
-
-fn provider_kind(setting: WebSearchProvider) -> ProviderKind {
-    match setting {
-        WebSearchProvider::Searxng => ProviderKind::Searxng,
-        WebSearchProvider::Brave => ProviderKind::Brave,
-        WebSearchProvider::Tavily => ProviderKind::Tavily,
-    }
 }
 
 pub async fn run(
@@ -79,7 +74,7 @@ pub async fn run(
     ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
-    let kind = provider_kind(ctx.settings.web_search_provider);
+    let kind = ctx.settings.get(&PROVIDER);
     let freshness = args
         .freshness
         .as_deref()
@@ -131,8 +126,9 @@ fn tool_error(deps: &Deps, error: WebError) -> ToolError {
                 "no provider is configured".to_string()
             } else {
                 format!(
-                    "configured: {}; an admin chooses with the web_search_provider setting",
-                    configured.join(", ")
+                    "configured: {}; an admin chooses with the {} setting",
+                    configured.join(", "),
+                    PROVIDER.key()
                 )
             };
             ToolError::new(

@@ -10,17 +10,19 @@ use std::sync::Arc;
 
 use data_plane_handlers::offline_registry;
 use data_plane_registry::{Permission, Settings, ToolContext};
-use serde_json::json;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 #[test]
 fn the_openai_tool_list_of_an_owner_in_a_space_with_the_web_on() {
     let registry = offline_registry().unwrap();
-    let settings: Settings = serde_json::from_value(json!({
+    let Value::Object(changes) = json!({
         "web_search_enabled": true,
         "fetch_web_page_enabled": true,
-    }))
-    .unwrap();
+    }) else {
+        unreachable!()
+    };
+    let settings = Settings::default().apply(&changes).unwrap();
     let ctx = ToolContext::new(Uuid::nil(), Some(Uuid::from_u128(1)), Permission::Owner)
         .with_settings(Arc::new(settings));
     let tools = registry.get_available_tools(&ctx);

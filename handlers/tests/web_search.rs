@@ -17,15 +17,13 @@ use axum::extract::Query;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use data_plane_handlers::{Deps, PgLedger};
-use data_plane_registry::{
-    ErrorCode, NoCallbacks, Permission, Registry, Settings, ToolContext, WebSearchProvider,
-};
+use data_plane_handlers::{Deps, PgLedger, WEB_SEARCH_PROVIDER};
+use data_plane_registry::{ErrorCode, NoCallbacks, Permission, Registry, Settings, ToolContext};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::identity;
 use data_plane_store::testing::TestDatabase;
-use data_plane_web::search::{SearchConfig, WebSearch};
+use data_plane_web::search::{ProviderKind, SearchConfig, WebSearch};
 use serde_json::{Value, json};
 
 const BRAVE_KEY: &str = "BSA-handler-test";
@@ -210,11 +208,7 @@ async fn setup(config: SearchConfig) -> Setup {
 
 impl Setup {
     /// Each call acts for a new user, so the tool's cooldown never decides a case.
-    async fn call(
-        &self,
-        provider: WebSearchProvider,
-        args: Value,
-    ) -> data_plane_registry::ToolResult {
+    async fn call(&self, provider: ProviderKind, args: Value) -> data_plane_registry::ToolResult {
         let mut tx = self.test.db.begin(Scope::System).await.unwrap();
         let email = format!("{}@example.com", uuid::Uuid::new_v4());
         let user = identity::upsert_user(&mut tx, &email, Some(Permission::User))
@@ -222,12 +216,13 @@ impl Setup {
             .unwrap()
             .id;
         tx.commit().await.unwrap();
-        let ctx =
-            ToolContext::new(user, None, Permission::User).with_settings(Arc::new(Settings {
+        let ctx = ToolContext::new(user, None, Permission::User).with_settings(Arc::new(
+            Settings {
                 web_search_enabled: true,
-                web_search_provider: provider,
                 ..Settings::default()
-            }));
+            }
+            .with(&WEB_SEARCH_PROVIDER, provider),
+        ));
         self.registry
             .execute_tool("web_search", args, &ctx, &NoCallbacks)
             .await
@@ -283,7 +278,7 @@ async fn the_chosen_provider_answers_and_failures_tell_the_model_what_to_do() {
         Ok(Value),
         Err(ErrorCode, bool, &'static [&'static str]),
     }
-    async fn check(s: &Setup, provider: WebSearchProvider, args: Value, expected: Expect) {
+    async fn check(s: &Setup, provider: ProviderKind, args: Value, expected: Expect) {
         let r = s.call(provider, args.clone()).await;
         let what = format!("{provider:?} {args}");
         match expected {
@@ -321,7 +316,7 @@ async fn the_chosen_provider_answers_and_failures_tell_the_model_what_to_do() {
         }
     }
     use Expect::{Err, Ok};
-    use WebSearchProvider::*;
+    use ProviderKind::*;
     check(
         &s,
         Searxng,

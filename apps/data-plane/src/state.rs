@@ -6,7 +6,7 @@ use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
 use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
-use data_plane_registry::{Registry, RegistryError, Settings};
+use data_plane_registry::{Registry, RegistryError, Settings, SettingsError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
@@ -116,23 +116,18 @@ impl AppState {
 /// Applies stored values over the defaults, key by key; a value that does
 /// not fit its setting (written by another version) is skipped with a warning.
 pub fn settings_from(stored: std::collections::BTreeMap<String, serde_json::Value>) -> Settings {
-    let serde_json::Value::Object(mut current) =
-        serde_json::to_value(Settings::default()).unwrap_or_default()
-    else {
-        return Settings::default();
-    };
+    let mut settings = data_plane_handlers::settings();
     for (key, value) in stored {
-        if !current.contains_key(&key) {
-            tracing::warn!(%key, "ignoring an unknown stored setting");
-            continue;
-        }
-        let previous = current.insert(key.clone(), value.clone());
-        if serde_json::from_value::<Settings>(serde_json::Value::Object(current.clone())).is_err() {
-            tracing::warn!(%key, %value, "ignoring a stored setting of the wrong type");
-            if let Some(previous) = previous {
-                current.insert(key, previous);
+        let change = serde_json::Map::from_iter([(key.clone(), value.clone())]);
+        match settings.apply(&change) {
+            Ok(applied) => settings = applied,
+            Err(SettingsError::Unknown { .. }) => {
+                tracing::warn!(%key, "ignoring an unknown stored setting");
+            }
+            Err(SettingsError::InvalidValue { .. }) => {
+                tracing::warn!(%key, %value, "ignoring a stored setting of the wrong type");
             }
         }
     }
-    serde_json::from_value(serde_json::Value::Object(current)).unwrap_or_default()
+    settings
 }

@@ -13,7 +13,9 @@ use async_openai::types::chat::{
     ChatCompletionRequestToolMessageContent, ChatCompletionStreamOptions, ChatCompletionTools,
     CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
 };
-use data_plane_registry::{ChannelCallbacks, Registry, ToolContext, ToolError, ToolResult};
+use data_plane_registry::{
+    Callbacks, ChannelCallbacks, Registry, ToolContext, ToolError, ToolEvent, ToolResult,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -365,15 +367,12 @@ impl Agent {
                 messages.push(tool_message(&call.id, result_for_model(&result)));
             }
             for (id, reason) in &malformed {
-                let content = json!({
-                    "success": false,
-                    "error": {
-                        "code": "invalid_arguments",
-                        "message": format!("your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"),
-                        "retryable": true,
-                    }
-                });
-                messages.push(tool_message(id, content.to_string()));
+                let error = ToolError::invalid(format!(
+                    "your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"
+                ));
+                // Written again, the call may well succeed.
+                let result = ToolResult::failed(MALFORMED_CALL, id, &error, 0).retryable(true);
+                messages.push(tool_message(id, own_failure_for_model(&result)));
             }
         }
     }
@@ -438,7 +437,6 @@ impl Agent {
                             index: delta.index,
                             name: pending.name.clone(),
                             arguments_delta: fragment.to_string(),
-                            partial: true,
                         };
                         if !sink.emit(event).await {
                             return Err(AgentError::Cancelled);
@@ -519,21 +517,24 @@ impl Agent {
         ctx: &ToolContext,
         callbacks: &ChannelCallbacks,
     ) -> ToolResult {
-        use data_plane_registry::Callbacks;
         let args = match &call.arguments {
             Ok(args) => args,
             Err(reason) => {
-                callbacks.on_tool_call(
-                    &call.id,
-                    &call.name,
-                    &Value::String(call.raw_arguments.clone()),
-                );
+                callbacks.emit(ToolEvent::ToolCall {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: Value::String(call.raw_arguments.clone()),
+                });
                 let error = ToolError::invalid(format!(
                     "the arguments of {} are not a JSON object: {reason}",
                     call.name
                 ));
                 let result = ToolResult::failed(&call.name, &call.id, &error, 0);
-                callbacks.on_tool_result(&call.id, &call.name, &result);
+                callbacks.emit(ToolEvent::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                });
                 return result;
             }
         };
@@ -659,4 +660,11 @@ fn result_for_model(result: &ToolResult) -> String {
         })
     };
     body.to_string()
+}
+
+/// A failure of the model's own making as it reads it: like
+/// [`result_for_model`], but the message, which quotes the model's own
+/// markup back to it so it can write the call again, is left as it is.
+fn own_failure_for_model(result: &ToolResult) -> String {
+    json!({ "success": false, "error": result.error }).to_string()
 }

@@ -2,133 +2,94 @@
 //! channel to the client's stream, or a parent agent's callbacks.
 
 use async_trait::async_trait;
-use data_plane_registry::{Callbacks, ToolEvent, ToolResult};
-use serde::Serialize;
+use data_plane_registry::{Callbacks, ToolEvent};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-/// One thing that happened in a run. Serialises to the JSON body of the
+/// One thing that happened in a run: the model's own output as it streams,
+/// or an event of a tool call it made. Serialises to the JSON body of the
 /// stream's event, its `type` field naming the event (docs/events.md).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// Text for the user, in order.
     TextDelta { text: String },
-    /// A fragment of a tool call's arguments while the model streams them;
-    /// `partial` is always true. Fragments of one call share its `call_id`
-    /// (or, before the model named it, its `index`).
-    #[serde(rename = "tool_call")]
+    /// A fragment of a tool call's arguments while the model streams them,
+    /// sent as a `tool_call` event with `partial` true. Fragments of one call
+    /// share its `call_id` (or, before the model named it, its `index`).
     ToolCallDelta {
         call_id: String,
         index: u32,
         name: String,
         arguments_delta: String,
-        partial: bool,
     },
-    /// The complete call, as it starts running (`partial` false). A retried
-    /// call is announced again with the same `call_id`.
-    ToolCall {
-        call_id: String,
-        name: String,
-        arguments: Value,
-        partial: bool,
-    },
-    ToolResult {
-        call_id: String,
-        name: String,
-        result: ToolResult,
-    },
-    SubagentStart {
-        parent_call_id: String,
-        task: String,
-    },
-    SubagentChunk {
-        parent_call_id: String,
-        text: String,
-    },
-    SubagentToolCall {
-        parent_call_id: String,
-        call_id: String,
-        name: String,
-        arguments: Value,
-    },
-    SubagentToolResult {
-        parent_call_id: String,
-        call_id: String,
-        name: String,
-        result: ToolResult,
-    },
-    SubagentEnd {
-        parent_call_id: String,
-        summary: String,
-    },
+    /// What the registry reports about a call: the complete call as it
+    /// starts running (`partial` false on the stream; a retried call is
+    /// announced again with the same `call_id`), its result, and what a
+    /// sub-agent it started does.
+    Tool(ToolEvent),
 }
 
 impl From<ToolEvent> for AgentEvent {
     fn from(event: ToolEvent) -> Self {
-        match event {
-            ToolEvent::ToolCall {
+        AgentEvent::Tool(event)
+    }
+}
+
+/// The stream's shape for the events the agent adds to the registry's: a
+/// `tool_call` says whether it is a fragment (`partial`), the registry's
+/// own `tool_call` (used by streams of a single tool) does not.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Wire<'a> {
+    TextDelta {
+        text: &'a str,
+    },
+    #[serde(rename = "tool_call")]
+    ToolCallDelta {
+        call_id: &'a str,
+        index: u32,
+        name: &'a str,
+        arguments_delta: &'a str,
+        partial: bool,
+    },
+    ToolCall {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a Value,
+        partial: bool,
+    },
+}
+
+impl Serialize for AgentEvent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AgentEvent::TextDelta { text } => Wire::TextDelta { text }.serialize(serializer),
+            AgentEvent::ToolCallDelta {
+                call_id,
+                index,
+                name,
+                arguments_delta,
+            } => Wire::ToolCallDelta {
+                call_id,
+                index: *index,
+                name,
+                arguments_delta,
+                partial: true,
+            }
+            .serialize(serializer),
+            AgentEvent::Tool(ToolEvent::ToolCall {
                 call_id,
                 name,
                 arguments,
-            } => AgentEvent::ToolCall {
+            }) => Wire::ToolCall {
                 call_id,
                 name,
                 arguments,
                 partial: false,
-            },
-            ToolEvent::ToolResult {
-                call_id,
-                name,
-                result,
-            } => AgentEvent::ToolResult {
-                call_id,
-                name,
-                result,
-            },
-            ToolEvent::SubagentStart {
-                parent_call_id,
-                task,
-            } => AgentEvent::SubagentStart {
-                parent_call_id,
-                task,
-            },
-            ToolEvent::SubagentChunk {
-                parent_call_id,
-                text,
-            } => AgentEvent::SubagentChunk {
-                parent_call_id,
-                text,
-            },
-            ToolEvent::SubagentToolCall {
-                parent_call_id,
-                call_id,
-                name,
-                arguments,
-            } => AgentEvent::SubagentToolCall {
-                parent_call_id,
-                call_id,
-                name,
-                arguments,
-            },
-            ToolEvent::SubagentToolResult {
-                parent_call_id,
-                call_id,
-                name,
-                result,
-            } => AgentEvent::SubagentToolResult {
-                parent_call_id,
-                call_id,
-                name,
-                result,
-            },
-            ToolEvent::SubagentEnd {
-                parent_call_id,
-                summary,
-            } => AgentEvent::SubagentEnd {
-                parent_call_id,
-                summary,
-            },
+            }
+            .serialize(serializer),
+            AgentEvent::Tool(event) => event.serialize(serializer),
         }
     }
 }
@@ -152,9 +113,8 @@ impl EventSink for mpsc::Sender<AgentEvent> {
 
 /// A nested agent's events, reported through its parent's callbacks under
 /// the id of the tool call that started it: text becomes sub-agent chunks,
-/// its tool calls and results sub-agent tool calls and results. Argument
-/// fragments are not forwarded (the complete call follows), nor is anything
-/// the nested agent's own tools report (a sub-agent spawns no sub-agents).
+/// its tool events become sub-agent events ([`ToolEvent::in_sub_agent`]).
+/// Argument fragments are not forwarded (the complete call follows).
 pub struct SubAgentSink<'a> {
     parent: &'a dyn Callbacks,
     parent_call_id: String,
@@ -172,25 +132,16 @@ impl<'a> SubAgentSink<'a> {
 #[async_trait]
 impl EventSink for SubAgentSink<'_> {
     async fn emit(&self, event: AgentEvent) -> bool {
-        let parent = &self.parent_call_id;
-        match event {
-            AgentEvent::TextDelta { text } => self.parent.on_sub_agent_chunk(parent, &text),
-            AgentEvent::ToolCall {
-                call_id,
-                name,
-                arguments,
-                ..
-            } => self
-                .parent
-                .on_sub_agent_tool_call(parent, &call_id, &name, &arguments),
-            AgentEvent::ToolResult {
-                call_id,
-                name,
-                result,
-            } => self
-                .parent
-                .on_sub_agent_tool_result(parent, &call_id, &name, &result),
-            _ => {}
+        let event = match event {
+            AgentEvent::TextDelta { text } => Some(ToolEvent::SubagentChunk {
+                parent_call_id: self.parent_call_id.clone(),
+                text,
+            }),
+            AgentEvent::ToolCallDelta { .. } => None,
+            AgentEvent::Tool(event) => event.in_sub_agent(&self.parent_call_id),
+        };
+        if let Some(event) = event {
+            self.parent.emit(event);
         }
         true
     }

@@ -287,11 +287,13 @@ async fn a_native_call_split_across_chunks_runs_and_its_result_goes_back() {
         .collect();
     assert_eq!(fragments, "{\"key\": \"alpha\"}");
     assert!(
-        matches!(&events[3], AgentEvent::ToolCall { call_id, arguments, .. }
+        matches!(&events[3], AgentEvent::Tool(ToolEvent::ToolCall { call_id, arguments, .. })
         if call_id == "call_Xy1" && *arguments == json!({"key": "alpha"}))
     );
-    assert!(matches!(&events[4], AgentEvent::ToolResult { result, .. }
-        if result.success && result.call_id == "call_Xy1"));
+    assert!(
+        matches!(&events[4], AgentEvent::Tool(ToolEvent::ToolResult { result, .. })
+        if result.success && result.call_id == "call_Xy1")
+    );
 
     let second = &s.model.requests()[1];
     let messages = second["messages"].as_array().unwrap();
@@ -388,9 +390,9 @@ async fn a_retryable_failure_is_retried_once_and_others_are_not() {
     let results: Vec<(String, bool, Option<ErrorCode>)> = events
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::ToolResult {
+            AgentEvent::Tool(ToolEvent::ToolResult {
                 call_id, result, ..
-            } => Some((call_id.clone(), result.success, result.code())),
+            }) => Some((call_id.clone(), result.success, result.code())),
             _ => None,
         })
         .collect();
@@ -575,7 +577,7 @@ async fn cancelling_stops_running_tools_and_asks_the_model_nothing_more() {
     let trigger = cancel.clone();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
-            if matches!(event, AgentEvent::ToolCall { .. }) {
+            if matches!(event, AgentEvent::Tool(ToolEvent::ToolCall { .. })) {
                 trigger.cancel();
             }
         }
@@ -890,4 +892,46 @@ async fn the_system_prompt_goes_first_and_the_requests_own_follows() {
 
 fn chrono_date(y: i32, m: u32, d: u32) -> chrono::NaiveDate {
     chrono::NaiveDate::from_ymd_opt(y, m, d).unwrap()
+}
+
+#[tokio::test]
+async fn a_call_that_cannot_be_read_goes_back_to_the_model_as_a_retryable_error() {
+    let s = setup(|_| {}).await;
+    s.model.push(text_reply(&[
+        "Checking. <tool_call>{\"name\": \"lookup\", \"arguments\": {\"key\": </tool_call>",
+    ]));
+    s.model.push(text_reply(&["Sorry."]));
+    let (outcome, _) = run(&s.agent, request("beta?")).await;
+    outcome.unwrap();
+    let messages = s.model.requests()[1]["messages"].clone();
+    assert_eq!(
+        messages[1]["tool_calls"][0]["function"]["name"],
+        "unreadable_tool_call"
+    );
+    let id = messages[1]["tool_calls"][0]["id"].as_str().unwrap();
+    assert_eq!(messages[2]["tool_call_id"], id);
+    let content = messages[2]["content"].as_str().unwrap();
+    let message = serde_json::from_str::<Value>(content).unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("your tool call could not be read: ")
+            && message.contains("<tool_call>")
+            && message.ends_with(
+                "; write it again with a valid tool name and a JSON object of arguments"
+            ),
+        "{message}"
+    );
+    // Word for word what the model read before: its own markup quoted back
+    // as it wrote it, and a retry invited.
+    let expected = json!({
+        "success": false,
+        "error": {
+            "code": "invalid_arguments",
+            "message": message,
+            "retryable": true,
+        }
+    });
+    assert_eq!(content, expected.to_string());
 }

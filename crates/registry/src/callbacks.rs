@@ -1,5 +1,6 @@
-//! The seven callbacks through which a tool call reports progress. Each one
-//! becomes an event on the client's stream.
+//! What a tool call reports while it runs: one [`ToolEvent`] type, and the
+//! one callback through which every event travels. Each event becomes an
+//! event on the client's stream.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -47,39 +48,59 @@ pub enum ToolEvent {
     },
 }
 
-/// Receives progress. Every method defaults to doing nothing; none may block.
+impl ToolEvent {
+    /// The same event as a sub-agent started by `parent_call_id` reports it
+    /// to its parent: a call or result becomes a sub-agent call or result.
+    /// `None` for the sub-agent events themselves (a sub-agent spawns no
+    /// sub-agents, so there is nothing of its own to pass up).
+    pub fn in_sub_agent(self, parent_call_id: &str) -> Option<ToolEvent> {
+        let parent_call_id = parent_call_id.to_string();
+        match self {
+            ToolEvent::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => Some(ToolEvent::SubagentToolCall {
+                parent_call_id,
+                call_id,
+                name,
+                arguments,
+            }),
+            ToolEvent::ToolResult {
+                call_id,
+                name,
+                result,
+            } => Some(ToolEvent::SubagentToolResult {
+                parent_call_id,
+                call_id,
+                name,
+                result,
+            }),
+            ToolEvent::SubagentStart { .. }
+            | ToolEvent::SubagentChunk { .. }
+            | ToolEvent::SubagentToolCall { .. }
+            | ToolEvent::SubagentToolResult { .. }
+            | ToolEvent::SubagentEnd { .. } => None,
+        }
+    }
+}
+
+/// Receives a call's events. None may block: an implementation hands the
+/// event on (or drops it) and returns.
 pub trait Callbacks: Send + Sync {
-    fn on_tool_call(&self, _call_id: &str, _name: &str, _arguments: &Value) {}
-    fn on_tool_result(&self, _call_id: &str, _name: &str, _result: &ToolResult) {}
-    fn on_sub_agent_start(&self, _parent_call_id: &str, _task: &str) {}
-    fn on_sub_agent_chunk(&self, _parent_call_id: &str, _text: &str) {}
-    fn on_sub_agent_tool_call(
-        &self,
-        _parent_call_id: &str,
-        _call_id: &str,
-        _name: &str,
-        _arguments: &Value,
-    ) {
-    }
-    fn on_sub_agent_tool_result(
-        &self,
-        _parent_call_id: &str,
-        _call_id: &str,
-        _name: &str,
-        _result: &ToolResult,
-    ) {
-    }
-    fn on_sub_agent_end(&self, _parent_call_id: &str, _summary: &str) {}
+    fn emit(&self, event: ToolEvent);
 }
 
 /// Ignores everything (plain JSON execution).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoCallbacks;
 
-impl Callbacks for NoCallbacks {}
+impl Callbacks for NoCallbacks {
+    fn emit(&self, _event: ToolEvent) {}
+}
 
-/// Forwards every callback as a [`ToolEvent`] into an unbounded channel, so a
-/// slow reader never holds up the tool; a closed receiver drops events.
+/// Forwards every event into an unbounded channel, so a slow reader never
+/// holds up the tool; a closed receiver drops events.
 #[derive(Debug, Clone)]
 pub struct ChannelCallbacks {
     tx: mpsc::UnboundedSender<ToolEvent>,
@@ -90,72 +111,11 @@ impl ChannelCallbacks {
         let (tx, rx) = mpsc::unbounded_channel();
         (ChannelCallbacks { tx }, rx)
     }
-
-    fn send(&self, event: ToolEvent) {
-        // The reader went away (client disconnected): nothing to deliver to.
-        let _ = self.tx.send(event);
-    }
 }
 
 impl Callbacks for ChannelCallbacks {
-    fn on_tool_call(&self, call_id: &str, name: &str, arguments: &Value) {
-        self.send(ToolEvent::ToolCall {
-            call_id: call_id.into(),
-            name: name.into(),
-            arguments: arguments.clone(),
-        });
-    }
-    fn on_tool_result(&self, call_id: &str, name: &str, result: &ToolResult) {
-        self.send(ToolEvent::ToolResult {
-            call_id: call_id.into(),
-            name: name.into(),
-            result: result.clone(),
-        });
-    }
-    fn on_sub_agent_start(&self, parent_call_id: &str, task: &str) {
-        self.send(ToolEvent::SubagentStart {
-            parent_call_id: parent_call_id.into(),
-            task: task.into(),
-        });
-    }
-    fn on_sub_agent_chunk(&self, parent_call_id: &str, text: &str) {
-        self.send(ToolEvent::SubagentChunk {
-            parent_call_id: parent_call_id.into(),
-            text: text.into(),
-        });
-    }
-    fn on_sub_agent_tool_call(
-        &self,
-        parent_call_id: &str,
-        call_id: &str,
-        name: &str,
-        arguments: &Value,
-    ) {
-        self.send(ToolEvent::SubagentToolCall {
-            parent_call_id: parent_call_id.into(),
-            call_id: call_id.into(),
-            name: name.into(),
-            arguments: arguments.clone(),
-        });
-    }
-    fn on_sub_agent_tool_result(
-        &self,
-        parent_call_id: &str,
-        call_id: &str,
-        name: &str,
-        result: &ToolResult,
-    ) {
-        self.send(ToolEvent::SubagentToolResult {
-            parent_call_id: parent_call_id.into(),
-            call_id: call_id.into(),
-            name: name.into(),
-            result: result.clone(),
-        });
-    }
-    fn on_sub_agent_end(&self, parent_call_id: &str, summary: &str) {
-        self.send(ToolEvent::SubagentEnd {
-            parent_call_id: parent_call_id.into(),
-            summary: summary.into(),
-        });
+    fn emit(&self, event: ToolEvent) {
+        // The reader went away (client disconnected): nothing to deliver to.
+        let _ = self.tx.send(event);
     }
 }

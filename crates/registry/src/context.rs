@@ -1,53 +1,10 @@
-//! The context every tool call runs in, and the run-time settings it carries.
+//! The context every tool call runs in.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{Permission, RateLimitOverride, RateLimits};
-
-/// Settings an admin changes at run time (stored in PostgreSQL, read per
-/// request so every replica sees a change on its next request).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Settings {
-    /// Whether web_search is offered at all (off until an admin switches it on).
-    pub web_search_enabled: bool,
-    /// Whether fetch_web_page is offered (on unless an admin switches it off).
-    pub fetch_web_page_enabled: bool,
-    /// Which configured provider web_search uses. Keys and URLs are the
-    /// deployment's configuration, never settings: admins read these back.
-    pub web_search_provider: WebSearchProvider,
-    /// Per-tool changes to the cooldowns and daily limits in the tools'
-    /// metadata, by tool name (`{"query_documents": {"daily_limit": 5000}}`).
-    pub tool_rate_limits: BTreeMap<String, RateLimitOverride>,
-}
-
-/// The web-search providers an admin can choose between.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WebSearchProvider {
-    /// A SearXNG instance (self-hosted, no key).
-    #[default]
-    Searxng,
-    /// The Brave Search API.
-    Brave,
-    /// The Tavily API.
-    Tavily,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            web_search_enabled: false,
-            fetch_web_page_enabled: true,
-            web_search_provider: WebSearchProvider::default(),
-            tool_rate_limits: BTreeMap::new(),
-        }
-    }
-}
+use crate::{Permission, RateLimits, Settings};
 
 /// Who calls, where, and under which settings.
 #[derive(Debug, Clone)]

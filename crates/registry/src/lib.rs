@@ -1,6 +1,7 @@
 //! The tool registry: what a tool is (definition, handler, availability,
-//! metadata), the context a call runs in, the callbacks that stream its
-//! progress, the result the model sees, and `execute_tool`'s pipeline.
+//! metadata), the context a call runs in and the run-time settings it
+//! carries, the events that stream its progress, the result the model sees,
+//! and `execute_tool`'s pipeline.
 //!
 //! Nothing here touches the network or the database: rate limits, the audit
 //! log and settings come in through the [`Ledger`] trait.
@@ -11,10 +12,11 @@ mod entry;
 mod ledger;
 mod registry;
 mod result;
+mod settings;
 pub mod suggest;
 
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
-pub use context::{Settings, ToolContext, WebSearchProvider};
+pub use context::ToolContext;
 pub use entry::{
     Annotations, Category, CostTier, DefinitionFile, HandlerEntry, RateLimitOverride, RateLimits,
     ToolHandler, ToolMeta,
@@ -22,5 +24,6 @@ pub use entry::{
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
 pub use registry::{Registry, RegistryError, ToolEntry};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
+pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};
 
 pub use data_plane_types::Permission;

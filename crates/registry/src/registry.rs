@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
 use crate::suggest::close_names;
-use crate::{Callbacks, ErrorCode, ToolContext, ToolError, ToolResult};
+use crate::{Callbacks, ErrorCode, ToolContext, ToolError, ToolEvent, ToolResult};
 
 /// A definition joined with its handler.
 pub struct ToolEntry {
@@ -324,7 +324,11 @@ impl Registry {
             .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
         let entry = self.get(name);
         let tool_name = entry.map_or(name, |e| e.name.as_str()).to_string();
-        callbacks.on_tool_call(&call_id, &tool_name, &args);
+        callbacks.emit(ToolEvent::ToolCall {
+            call_id: call_id.clone(),
+            name: tool_name.clone(),
+            arguments: args.clone(),
+        });
 
         let outcome = match entry {
             None => Err(self.unknown_tool(name, ctx)),
@@ -363,7 +367,11 @@ impl Registry {
         if let Err(e) = self.ledger.record(record).await {
             tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
         }
-        callbacks.on_tool_result(&call_id, &tool_name, &result);
+        callbacks.emit(ToolEvent::ToolResult {
+            call_id,
+            name: tool_name,
+            result: result.clone(),
+        });
         result
     }
 

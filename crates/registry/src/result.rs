@@ -78,6 +78,16 @@ impl ToolResult {
         }
     }
 
+    /// The same result, saying whether calling again may succeed where the
+    /// error code alone does not tell (invalid arguments the caller can
+    /// write again).
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        if let Some(error) = &mut self.error {
+            error.retryable = retryable;
+        }
+        self
+    }
+
     /// The error code when the call failed.
     pub fn code(&self) -> Option<ErrorCode> {
         self.error.as_ref().map(|e| e.code)

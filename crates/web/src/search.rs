@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use brave::Brave;
@@ -44,12 +44,17 @@ const MAX_RESPONSE_BYTES: usize = 4 << 20;
 /// `content` can be long) is cut so one search does not flood the context.
 const MAX_SNIPPET_CHARS: usize = 600;
 
-/// The providers this crate speaks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// The providers this crate speaks to; also web_search's setting, by which
+/// an admin chooses one (SearXNG unless chosen otherwise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
+    /// A SearXNG instance (self-hosted, no key).
+    #[default]
     Searxng,
+    /// The Brave Search API.
     Brave,
+    /// The Tavily API.
     Tavily,
 }
 

@@ -38,31 +38,11 @@ pub async fn put(
     Json(changes): Json<Map<String, Value>>,
 ) -> Result<Json<Settings>, ApiError> {
     require_admin(&caller)?;
-    let current = state.settings().await?;
-    let Value::Object(mut merged) = serde_json::to_value(&current).unwrap_or_default() else {
-        return Err(ApiError::internal(
-            &"settings do not serialise to an object",
-        ));
-    };
-    let known: Vec<String> = merged.keys().cloned().collect();
-    for key in changes.keys() {
-        if !merged.contains_key(key) {
-            return Err(ApiError::bad_request(format!(
-                "unknown setting {key:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
-    // Each change on its own first, so a bad value is reported with its key.
-    for (key, value) in &changes {
-        let mut one = merged.clone();
-        one.insert(key.clone(), value.clone());
-        if let Err(e) = serde_json::from_value::<Settings>(Value::Object(one)) {
-            return Err(ApiError::bad_request(format!(
-                "invalid value {value} for setting {key:?}: {e}"
-            )));
-        }
-    }
+    let updated = state
+        .settings()
+        .await?
+        .apply(&changes)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(Value::Object(tools)) = changes.get("tool_rate_limits") {
         for name in tools.keys() {
             if state.registry.get(name).is_none_or(|t| t.name != *name) {
@@ -72,9 +52,6 @@ pub async fn put(
             }
         }
     }
-    merged.extend(changes.clone());
-    let updated: Settings = serde_json::from_value(Value::Object(merged))
-        .map_err(|e| ApiError::bad_request(format!("invalid settings: {e}")))?;
     let mut tx = state.db.begin(Scope::User(caller.user_id)).await?;
     data_plane_store::settings::store(
         &mut tx,

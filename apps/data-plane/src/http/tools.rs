@@ -1,5 +1,5 @@
 //! The tools over HTTP: the list for a context, and execution as JSON or as
-//! an event stream of the callbacks followed by the result.
+//! an event stream of the call's ToolEvents followed by the result.
 
 use std::sync::Arc;
 
@@ -93,7 +93,7 @@ pub struct ExecuteBody {
 }
 
 /// `POST /v1/tools/{name}/execute`: the ToolResult as JSON, or with
-/// `Accept: text/event-stream` the callbacks as events, then the result.
+/// `Accept: text/event-stream` its ToolEvents as events, then the result.
 /// A tool failure is a ToolResult (200), not an HTTP error.
 pub async fn execute(
     State(state): State<AppState>,
