@@ -144,7 +144,8 @@ impl PgLedger {
         }
     }
 
-    /// Waits until every record handed over so far is in the database.
+    /// Waits until every record handed over so far is in the database, or
+    /// in the spool when the database refused it on every retry.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.queue.send(Message::Flush(tx)).await.is_ok() {
