@@ -2,10 +2,6 @@
 //! (navigation, scripts and page chrome dropped, no content guessing), its
 //! headings with their character offsets, and what its head declares.
 
-use ego_tree::NodeRef;
-use ego_tree::iter::Edge;
-use scraper::{Html, Node};
-
 use super::DocumentHead;
 use super::dom::Dom;
 use super::head::Head;
@@ -33,8 +29,9 @@ pub struct Heading {
 /// Renders the whole of `source` (already decoded) as text.
 pub fn document(source: &str, limits: &Limits) -> DocumentText {
     let document = super::parse(source, limits);
-    let (text, headings) = readable_text(&document);
-    let mut head = Head::read(&Dom::build(&document)).document();
+    let dom = Dom::build(&document);
+    let (text, headings) = readable_text(&dom);
+    let mut head = Head::read(&dom).document();
     if head.title.is_none() {
         head.title = headings
             .iter()
@@ -100,8 +97,8 @@ const BLOCKS: &[&str] = &[
     "ul",
 ];
 
-fn is_dropped(node: NodeRef<'_, Node>) -> bool {
-    let Some(element) = node.value().as_element() else {
+fn is_dropped(dom: &Dom<'_>, i: usize) -> bool {
+    let Some(element) = dom.element(i) else {
         return false;
     };
     let name = element.name();
@@ -109,7 +106,7 @@ fn is_dropped(node: NodeRef<'_, Node>) -> bool {
         return true;
     }
     // An article's own header and footer carry its title and byline; only the page's are chrome.
-    if (name == "header" || name == "footer") && !has_ancestor(node, "article") {
+    if (name == "header" || name == "footer") && !has_ancestor(dom, i, "article") {
         return true;
     }
     if element.attr("hidden").is_some()
@@ -121,9 +118,15 @@ fn is_dropped(node: NodeRef<'_, Node>) -> bool {
     element.classes().any(|c| DROPPED_CLASSES.contains(&c))
 }
 
-fn has_ancestor(node: NodeRef<'_, Node>, name: &str) -> bool {
-    node.ancestors()
-        .any(|a| a.value().as_element().is_some_and(|e| e.name() == name))
+fn has_ancestor(dom: &Dom<'_>, i: usize, name: &str) -> bool {
+    let mut at = dom.parent(i);
+    while let Some(p) = at {
+        if dom.tag(p) == name {
+            return true;
+        }
+        at = dom.parent(p);
+    }
+    false
 }
 
 fn heading_level(name: &str) -> Option<u8> {
@@ -138,150 +141,155 @@ fn heading_level(name: &str) -> Option<u8> {
     }
 }
 
-/// Walks the tree iteratively (deeply nested markup must not exhaust the stack) and writes the
-/// text with block structure turned into line and paragraph breaks.
-fn readable_text(document: &Html) -> (String, Vec<Heading>) {
+/// Walks the flat tree in order (deeply nested markup must not exhaust the stack) and writes
+/// the text with block structure turned into line and paragraph breaks.
+fn readable_text(dom: &Dom<'_>) -> (String, Vec<Heading>) {
     let mut out = TextBuilder::default();
     let mut headings = Vec::new();
-    let mut skipping: Option<ego_tree::NodeId> = None;
+    // Elements entered and not yet left, innermost last.
+    let mut open: Vec<usize> = Vec::new();
+    // Per parent: list items seen so far, and whether a table cell was.
+    let mut items = vec![0u32; dom.len()];
+    let mut had_cell = vec![false; dom.len()];
     let mut pre_depth = 0usize;
     let mut cell_depth = 0usize;
-    for edge in document.tree.root().traverse() {
-        match edge {
-            Edge::Open(node) => {
-                if skipping.is_some() {
-                    continue;
-                }
-                if is_dropped(node) {
-                    skipping = Some(node.id());
-                    continue;
-                }
-                match node.value() {
-                    Node::Text(text) => out.text(text, pre_depth > 0),
-                    Node::Element(element) => {
-                        let name = element.name();
-                        let brk = if cell_depth > 0 {
-                            Break::Space
-                        } else {
-                            Break::Paragraph
-                        };
-                        if BLOCKS.contains(&name) {
-                            out.block(
-                                if name == "li" || name == "tr" || name == "dt" || name == "dd" {
-                                    brk.min(Break::Line)
-                                } else {
-                                    brk
-                                },
-                            );
-                        }
-                        match name {
-                            "br" => out.line_break(),
-                            "pre" => pre_depth += 1,
-                            "td" | "th" => {
-                                if has_previous_cell(node) {
-                                    out.separator(" | ");
-                                }
-                                cell_depth += 1;
-                            }
-                            "li" => {
-                                if let Some(marker) = list_marker(node) {
-                                    out.separator(&marker);
-                                }
-                            }
-                            _ => {}
-                        }
-                        if let Some(level) = heading_level(name) {
-                            let title = heading_text(node);
-                            if !title.is_empty() {
-                                out.flush();
-                                headings.push(Heading {
-                                    level,
-                                    text: title,
-                                    char_offset: out.chars,
-                                });
-                            }
-                        }
-                    }
+    let mut i = 0;
+    while i < dom.len() {
+        while let Some(&top) = open.last() {
+            if dom.end(top) > i {
+                break;
+            }
+            open.pop();
+            close(dom, top, &mut out, &mut pre_depth, &mut cell_depth);
+        }
+        let Some(element) = dom.element(i) else {
+            if let Some(text) = dom.text(i) {
+                out.text(text, pre_depth > 0);
+            }
+            i += 1;
+            continue;
+        };
+        let name = element.name();
+        // Siblings count whether shown or not, as the numbering of a list does.
+        let (item, previous_cell) = match dom.parent(i) {
+            Some(p) => {
+                let previous_cell = had_cell[p];
+                match name {
+                    "li" => items[p] += 1,
+                    "td" | "th" => had_cell[p] = true,
                     _ => {}
+                }
+                (items[p], previous_cell)
+            }
+            None => (0, false),
+        };
+        if is_dropped(dom, i) {
+            i = dom.end(i);
+            continue;
+        }
+        let brk = if cell_depth > 0 {
+            Break::Space
+        } else {
+            Break::Paragraph
+        };
+        if BLOCKS.contains(&name) {
+            out.block(
+                if name == "li" || name == "tr" || name == "dt" || name == "dd" {
+                    brk.min(Break::Line)
+                } else {
+                    brk
+                },
+            );
+        }
+        match name {
+            "br" => out.line_break(),
+            "pre" => pre_depth += 1,
+            "td" | "th" => {
+                if previous_cell {
+                    out.separator(" | ");
+                }
+                cell_depth += 1;
+            }
+            "li" => {
+                if let Some(marker) = list_marker(dom, i, item) {
+                    out.separator(&marker);
                 }
             }
-            Edge::Close(node) => {
-                if let Some(id) = skipping {
-                    if id == node.id() {
-                        skipping = None;
-                    }
-                    continue;
-                }
-                let Some(element) = node.value().as_element() else {
-                    continue;
-                };
-                let name = element.name();
-                match name {
-                    "pre" => pre_depth = pre_depth.saturating_sub(1),
-                    "td" | "th" => cell_depth = cell_depth.saturating_sub(1),
-                    _ => {}
-                }
-                if BLOCKS.contains(&name) {
-                    let brk = if cell_depth > 0 {
-                        Break::Space
-                    } else {
-                        Break::Paragraph
-                    };
-                    out.block(if name == "li" || name == "tr" || name == "dt" {
-                        brk.min(Break::Line)
-                    } else {
-                        brk
-                    });
-                }
+            _ => {}
+        }
+        if let Some(level) = heading_level(name) {
+            let title = heading_text(dom, i);
+            if !title.is_empty() {
+                out.flush();
+                headings.push(Heading {
+                    level,
+                    text: title,
+                    char_offset: out.chars,
+                });
             }
         }
+        open.push(i);
+        i += 1;
+    }
+    while let Some(top) = open.pop() {
+        close(dom, top, &mut out, &mut pre_depth, &mut cell_depth);
     }
     (out.text, headings)
+}
+
+/// Leaves element `i`: the break a block owes after it.
+fn close(
+    dom: &Dom<'_>,
+    i: usize,
+    out: &mut TextBuilder,
+    pre_depth: &mut usize,
+    cell_depth: &mut usize,
+) {
+    let name = dom.tag(i);
+    match name {
+        "pre" => *pre_depth = pre_depth.saturating_sub(1),
+        "td" | "th" => *cell_depth = cell_depth.saturating_sub(1),
+        _ => {}
+    }
+    if BLOCKS.contains(&name) {
+        let brk = if *cell_depth > 0 {
+            Break::Space
+        } else {
+            Break::Paragraph
+        };
+        out.block(if name == "li" || name == "tr" || name == "dt" {
+            brk.min(Break::Line)
+        } else {
+            brk
+        });
+    }
 }
 
 fn collapse_whitespace(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn has_previous_cell(node: NodeRef<'_, Node>) -> bool {
-    node.prev_siblings().any(|s| {
-        s.value()
-            .as_element()
-            .is_some_and(|e| matches!(e.name(), "td" | "th"))
-    })
-}
-
 /// "- " for an unordered item, "3. " for the third of an ordered list.
-fn list_marker(node: NodeRef<'_, Node>) -> Option<String> {
-    let parent = node.parent()?.value().as_element()?.name().to_string();
-    match parent.as_str() {
-        "ol" => {
-            let index = 1 + node
-                .prev_siblings()
-                .filter(|s| s.value().as_element().is_some_and(|e| e.name() == "li"))
-                .count();
-            Some(format!("{index}. "))
-        }
+fn list_marker(dom: &Dom<'_>, i: usize, item: u32) -> Option<String> {
+    match dom.tag(dom.parent(i)?) {
+        "ol" => Some(format!("{item}. ")),
         "ul" | "menu" => Some("- ".to_string()),
         _ => None,
     }
 }
 
-fn heading_text(node: NodeRef<'_, Node>) -> String {
+fn heading_text(dom: &Dom<'_>, i: usize) -> String {
     let mut text = String::new();
-    let mut skipping: Option<ego_tree::NodeId> = None;
-    for edge in node.traverse() {
-        match edge {
-            Edge::Open(n) if skipping.is_none() => {
-                if is_dropped(n) {
-                    skipping = Some(n.id());
-                } else if let Node::Text(t) = n.value() {
-                    text.push_str(t);
-                }
-            }
-            Edge::Close(n) if skipping == Some(n.id()) => skipping = None,
-            _ => {}
+    let mut j = i + 1;
+    while j < dom.end(i) {
+        if is_dropped(dom, j) {
+            j = dom.end(j);
+            continue;
         }
+        if let Some(t) = dom.text(j) {
+            text.push_str(t);
+        }
+        j += 1;
     }
     collapse_whitespace(&text)
 }
