@@ -5,7 +5,9 @@
 #   axum, the server framework (tower itself is allowed: reqwest, the HTTP
 #   client of the embedding and web crates, is built on it);
 # - the bottom layer does no IO: the shared types, the registry, the agent and
-#   the extraction crate never compile sqlx, the database driver.
+#   the extraction crate never compile sqlx, the database driver;
+# - data-plane-extract, underneath ingest and web, depends on no other
+#   data-plane crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -26,4 +28,9 @@ for crate in data-plane-types data-plane-registry data-plane-agent data-plane-ex
         status=1
     fi
 done
+if cargo tree -q -p data-plane-extract -e normal --prefix none 2>/dev/null |
+    grep -v "^data-plane-extract v" | grep -q "^data-plane-"; then
+    echo "layering: data-plane-extract depends on another data-plane crate; it must sit underneath them all" >&2
+    status=1
+fi
 exit $status

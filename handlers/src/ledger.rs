@@ -1,15 +1,22 @@
 //! The registry's ledger in PostgreSQL: rate limits counted atomically per
 //! user, tool and UTC day (so they hold across replicas), and audit records
 //! written in batches by a background task so a call never waits on them.
+//! A record the database refuses on every retry goes to a spool on local
+//! disk and is replayed into PostgreSQL later, so none is ever dropped.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use data_plane_registry::{AuditRecord, Ledger, LedgerError, RateLimits, Refusal, ToolContext};
 use data_plane_store::{Db, Scope};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
 
 /// Records wait here at most this long before they are written.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
@@ -24,10 +31,48 @@ const RETRY_AFTER: [Duration; 4] = [
     Duration::from_millis(800),
     Duration::from_millis(3200),
 ];
+/// How often spooled records are offered to the database again.
+const REPLAY_EVERY: Duration = Duration::from_secs(30);
+/// The spool's file in its directory: one JSON record a line.
+const SPOOL_FILE: &str = "records.jsonl";
+
+/// How the audit writer retries, and where it spools what it cannot write.
+#[derive(Debug, Clone)]
+pub struct LedgerOptions {
+    /// Waits before each retry of a record the database refused.
+    pub retry_after: Vec<Duration>,
+    /// The directory of the spool (`$DATA_PLANE_DATA_DIR/audit-spool` in
+    /// the server). Without one, a record refused on every retry survives
+    /// only in the logs.
+    pub spool_dir: Option<PathBuf>,
+    /// How often spooled records are replayed (also at start and after
+    /// every write that succeeds).
+    pub replay_every: Duration,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            retry_after: RETRY_AFTER.to_vec(),
+            spool_dir: None,
+            replay_every: REPLAY_EVERY,
+        }
+    }
+}
 
 enum Message {
     Record(Box<AuditRecord>),
     Flush(oneshot::Sender<()>),
+    Replay(oneshot::Sender<()>),
+    SpoolTo(PathBuf),
+}
+
+/// What the audit writer counts; /metrics shows each.
+#[derive(Default)]
+struct Counters {
+    failures: AtomicU64,
+    spooled: AtomicU64,
+    replayed: AtomicU64,
 }
 
 /// Rate limits and audit log over PostgreSQL.
@@ -35,7 +80,7 @@ enum Message {
 pub struct PgLedger {
     db: Db,
     queue: mpsc::Sender<Message>,
-    failures: Arc<AtomicU64>,
+    counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for PgLedger {
@@ -45,25 +90,62 @@ impl std::fmt::Debug for PgLedger {
 }
 
 impl PgLedger {
-    /// Starts the audit writer on the current runtime. It stops once every
+    /// Starts the audit writer on the current runtime with the default
+    /// retries and no spool (see `spool_to`). It stops once every
     /// `PgLedger` clone is dropped, after writing what it holds.
     pub fn start(db: Db) -> PgLedger {
+        PgLedger::start_with(db, LedgerOptions::default())
+    }
+
+    /// `start` with the given retries, spool and replay period.
+    pub fn start_with(db: Db, options: LedgerOptions) -> PgLedger {
         let (queue, rx) = mpsc::channel(QUEUE);
-        let failures = Arc::new(AtomicU64::new(0));
-        tokio::spawn(write_audit(db.clone(), rx, failures.clone()));
+        let counters = Arc::new(Counters::default());
+        let writer = Writer {
+            db: db.clone(),
+            counters: counters.clone(),
+            spool: options.spool_dir.map(Spool::new),
+            retry_after: options.retry_after,
+        };
+        tokio::spawn(writer.run(rx, options.replay_every));
         PgLedger {
             db,
             queue,
-            failures,
+            counters,
         }
+    }
+
+    /// Spools records refused on every retry under `dir` from now on, and
+    /// replays what an earlier run left there.
+    pub async fn spool_to(&self, dir: PathBuf) {
+        let _ = self.queue.send(Message::SpoolTo(dir)).await;
     }
 
     /// Audit writes that failed so far (each retried; /metrics shows it).
     pub fn audit_write_failures(&self) -> u64 {
-        self.failures.load(Ordering::Relaxed)
+        self.counters.failures.load(Ordering::Relaxed)
     }
 
-    /// Waits until every record handed over so far is in the database.
+    /// Records refused on every retry and kept in the spool so far.
+    pub fn audit_records_spooled(&self) -> u64 {
+        self.counters.spooled.load(Ordering::Relaxed)
+    }
+
+    /// Spooled records written to the database so far.
+    pub fn audit_records_replayed(&self) -> u64 {
+        self.counters.replayed.load(Ordering::Relaxed)
+    }
+
+    /// Offers the spooled records to the database now, and waits until done.
+    pub async fn replay(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.queue.send(Message::Replay(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Waits until every record handed over so far is in the database, or
+    /// in the spool when the database refused it on every retry.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.queue.send(Message::Flush(tx)).await.is_ok() {
@@ -144,88 +226,360 @@ impl Ledger for PgLedger {
     }
 }
 
-/// Writes queued records in batches until the queue closes.
-async fn write_audit(db: Db, mut rx: mpsc::Receiver<Message>, failures: Arc<AtomicU64>) {
-    let mut batch: Vec<AuditRecord> = Vec::with_capacity(BATCH);
-    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
-    loop {
-        let first = rx.recv().await;
-        let Some(first) = first else { break };
-        let mut next = Some(first);
-        let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
+/// The background task that owns the audit log's writes and the spool.
+struct Writer {
+    db: Db,
+    counters: Arc<Counters>,
+    spool: Option<Spool>,
+    retry_after: Vec<Duration>,
+}
+
+impl Writer {
+    /// Writes queued records in batches until the queue closes, replaying the
+    /// spool at start, every `replay_every` while it holds records, and after
+    /// every write that succeeds.
+    async fn run(mut self, mut rx: mpsc::Receiver<Message>, replay_every: Duration) {
+        let mut batch: Vec<AuditRecord> = Vec::with_capacity(BATCH);
+        let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+        self.replay().await;
         loop {
-            match next.take() {
-                Some(Message::Record(r)) => batch.push(*r),
-                Some(Message::Flush(done)) => {
-                    waiting.push(done);
+            let first = match tokio::time::timeout(replay_every, rx.recv()).await {
+                Ok(first) => first,
+                Err(_) => {
+                    self.replay_pending().await;
+                    continue;
+                }
+            };
+            let Some(first) = first else { break };
+            let mut next = Some(first);
+            let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
+            loop {
+                match next.take() {
+                    Some(Message::Record(r)) => batch.push(*r),
+                    Some(Message::Flush(done)) => {
+                        waiting.push(done);
+                        break;
+                    }
+                    Some(Message::Replay(done)) => {
+                        self.replay().await;
+                        let _ = done.send(());
+                    }
+                    Some(Message::SpoolTo(dir)) => {
+                        self.spool = Some(Spool::new(dir));
+                        self.replay().await;
+                    }
+                    None => {}
+                }
+                if batch.len() >= BATCH {
                     break;
                 }
-                None => {}
-            }
-            if batch.len() >= BATCH {
-                break;
-            }
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(m)) => next = Some(m),
-                Ok(None) | Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            if let Err(e) = insert(&db, &batch).await {
-                // One bad row (a space deleted meanwhile) must not cost the
-                // others: fall back to one insert per record, each retried.
-                failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, records = batch.len(), "audit batch failed; writing records one by one");
-                for record in batch.iter_mut() {
-                    write_one(&db, record, &failures).await;
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(m)) => next = Some(m),
+                    Ok(None) | Err(_) => break,
                 }
             }
-            batch.clear();
+            if !batch.is_empty() {
+                match insert(&self.db, &batch).await {
+                    Ok(()) => self.replay_pending().await,
+                    Err(e) => {
+                        // One bad row (a space deleted meanwhile) must not cost the
+                        // others: fall back to one insert per record, each retried.
+                        self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, records = batch.len(), "audit batch failed; writing records one by one");
+                        for record in batch.iter_mut() {
+                            self.write_one(record).await;
+                        }
+                    }
+                }
+                batch.clear();
+            }
+            for done in waiting.drain(..) {
+                let _ = done.send(());
+            }
         }
-        for done in waiting.drain(..) {
-            let _ = done.send(());
+    }
+
+    /// Writes one record, retrying with growing waits. A space that no longer
+    /// exists (deleted while the call ran) is kept in the record's error and the
+    /// record written without it, rather than lost. Every failed attempt is
+    /// counted and logged; a record still unwritten after the last retry goes
+    /// to the spool (or, without one, is logged in full).
+    async fn write_one(&mut self, record: &mut AuditRecord) {
+        for (attempt, wait) in std::iter::once(None)
+            .chain(self.retry_after.iter().map(Some))
+            .enumerate()
+        {
+            if let Some(wait) = wait {
+                tokio::time::sleep(*wait).await;
+            }
+            // A retry may follow a write that committed but whose answer was lost.
+            let Err(e) = insert_once(&self.db, record).await else {
+                return;
+            };
+            self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, attempt, tool = %record.tool, call_id = %record.call_id, "could not write an audit record; retrying");
+            forget_missing_space(&e, record);
+        }
+        let spooled = match self.spool.as_mut() {
+            Some(spool) => spool.append(record).await,
+            None => Err(std::io::Error::other("no spool directory is configured")),
+        };
+        match spooled {
+            Ok(()) => {
+                self.counters.spooled.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    tool = %record.tool,
+                    call_id = %record.call_id,
+                    "an audit record could not be written after every retry; spooled to disk for a later replay"
+                );
+            }
+            Err(e) => tracing::error!(
+                spool_error = %e,
+                tool = %record.tool,
+                call_id = %record.call_id,
+                user = %record.user_id,
+                space = ?record.space_id,
+                request = %record.request_id,
+                success = record.success,
+                error = ?record.error,
+                args = %record.args,
+                "an audit record could not be written after every retry, nor spooled"
+            ),
+        }
+    }
+
+    async fn replay_pending(&mut self) {
+        if self.spool.as_ref().is_some_and(|s| s.pending) {
+            self.replay().await;
+        }
+    }
+
+    /// Writes the spooled records that the database takes now, and keeps
+    /// the rest. A record is removed from the spool only once committed, and
+    /// written only where it is not already (a replay cut short by a crash
+    /// is simply done again).
+    async fn replay(&mut self) {
+        let Some(spool) = self.spool.as_mut() else {
+            return;
+        };
+        let lines = match spool.read().await {
+            Ok(lines) => lines,
+            Err(e) => {
+                tracing::error!(error = %e, spool = %spool.file.display(), "cannot read the audit spool");
+                return;
+            }
+        };
+        if lines.is_empty() {
+            spool.pending = false;
+            return;
+        }
+        let mut kept = Vec::new();
+        let mut written = 0u64;
+        for line in lines {
+            let mut record = match serde_json::from_str::<Spooled>(&line) {
+                Ok(s) => AuditRecord::from(s),
+                Err(e) => {
+                    // Kept, never dropped: a person can read and mend it.
+                    tracing::error!(error = %e, line = %line, "an audit spool line cannot be read");
+                    kept.push(line);
+                    continue;
+                }
+            };
+            let mut outcome = insert_once(&self.db, &record).await;
+            if let Err(e) = &outcome
+                && forget_missing_space(e, &mut record)
+            {
+                outcome = insert_once(&self.db, &record).await;
+            }
+            match outcome {
+                Ok(()) => written += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, call_id = %record.call_id, "a spooled audit record is still refused; kept for the next replay");
+                    kept.push(line);
+                }
+            }
+        }
+        if let Err(e) = spool.rewrite(&kept).await {
+            // The written records stay in the spool too; replaying them again
+            // finds them and writes nothing.
+            tracing::error!(error = %e, spool = %spool.file.display(), "cannot rewrite the audit spool");
+        }
+        if written > 0 {
+            self.counters.replayed.fetch_add(written, Ordering::Relaxed);
+            tracing::info!(
+                records = written,
+                left = kept.len(),
+                "spooled audit records written to the database"
+            );
         }
     }
 }
 
-/// Writes one record, retrying with growing waits. A space that no longer
-/// exists (deleted while the call ran) is kept in the record's error and the
-/// record written without it, rather than lost. Every failed attempt is
-/// counted and logged; a record still unwritten after the last retry is
-/// logged in full, so it survives at least in the logs.
-async fn write_one(db: &Db, record: &mut AuditRecord, failures: &AtomicU64) {
-    for (attempt, wait) in std::iter::once(None)
-        .chain(RETRY_AFTER.iter().map(Some))
-        .enumerate()
-    {
-        if let Some(wait) = wait {
-            tokio::time::sleep(*wait).await;
-        }
-        let Err(e) = insert(db, std::slice::from_ref(record)).await else {
-            return;
-        };
-        failures.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(error = %e, attempt, tool = %record.tool, call_id = %record.call_id, "could not write an audit record; retrying");
-        if is_missing_space(&e)
-            && let Some(space) = record.space_id.take()
-        {
-            let note = format!("space {space} no longer exists");
-            record.error = Some(match record.error.take() {
-                Some(error) => format!("{error}; {note}"),
-                None => note,
-            });
+/// Drops a deleted space from `record` (naming it in the error) when that
+/// is why the write failed; true when it did.
+fn forget_missing_space(e: &data_plane_store::StoreError, record: &mut AuditRecord) -> bool {
+    if !is_missing_space(e) {
+        return false;
+    }
+    let Some(space) = record.space_id.take() else {
+        return false;
+    };
+    let note = format!("space {space} no longer exists");
+    record.error = Some(match record.error.take() {
+        Some(error) => format!("{error}; {note}"),
+        None => note,
+    });
+    true
+}
+
+/// The audit spool: JSON lines in one file, each appended and synced to disk
+/// before the record counts as kept.
+struct Spool {
+    dir: PathBuf,
+    file: PathBuf,
+    /// The file may hold records.
+    pending: bool,
+}
+
+impl Spool {
+    fn new(dir: PathBuf) -> Spool {
+        let file = dir.join(SPOOL_FILE);
+        Spool {
+            dir,
+            file,
+            pending: true,
         }
     }
-    tracing::error!(
-        tool = %record.tool,
-        call_id = %record.call_id,
-        user = %record.user_id,
-        space = ?record.space_id,
-        request = %record.request_id,
-        success = record.success,
-        error = ?record.error,
-        "an audit record could not be written after every retry"
-    );
+
+    async fn append(&mut self, record: &AuditRecord) -> std::io::Result<()> {
+        let line = serde_json::to_string(&Spooled::from(record))?;
+        let (dir, file) = (self.dir.clone(), self.file.clone());
+        tokio::task::spawn_blocking(move || append_line(&dir, &file, &line))
+            .await
+            .map_err(std::io::Error::other)??;
+        self.pending = true;
+        Ok(())
+    }
+
+    async fn read(&self) -> std::io::Result<Vec<String>> {
+        let file = self.file.clone();
+        tokio::task::spawn_blocking(move || match std::fs::read_to_string(&file) {
+            Ok(text) => Ok(text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
+    /// Replaces the spool with `kept`, atomically: a crash leaves the old
+    /// file or the new one, never half of either.
+    async fn rewrite(&mut self, kept: &[String]) -> std::io::Result<()> {
+        let (dir, file) = (self.dir.clone(), self.file.clone());
+        let text: String = kept.iter().map(|l| format!("{l}\n")).collect();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if text.is_empty() {
+                match std::fs::remove_file(&file) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            } else {
+                let tmp = dir.join(format!("{SPOOL_FILE}.tmp"));
+                let mut out = std::fs::File::create(&tmp)?;
+                out.write_all(text.as_bytes())?;
+                out.sync_all()?;
+                std::fs::rename(&tmp, &file)?;
+            }
+            std::fs::File::open(&dir)?.sync_all()
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        self.pending = !kept.is_empty();
+        Ok(())
+    }
+}
+
+/// Appends one line and syncs it (and, for a new file, its directory) to disk.
+fn append_line(dir: &Path, file: &Path, line: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(dir)?;
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(file)?;
+    let len = out.metadata()?.len();
+    let mut text = String::with_capacity(line.len() + 2);
+    // A crash mid-append leaves a torn last line; the new one starts on its own.
+    let mut last = [0u8; 1];
+    if len > 0 && out.read_at(&mut last, len - 1)? == 1 && last[0] != b'\n' {
+        text.push('\n');
+    }
+    text.push_str(line);
+    text.push('\n');
+    out.write_all(text.as_bytes())?;
+    out.sync_all()?;
+    if len == 0 {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// An audit record as the spool keeps it.
+#[derive(Serialize, Deserialize)]
+struct Spooled {
+    tool: String,
+    call_id: String,
+    duration_ms: u64,
+    ts: DateTime<Utc>,
+    user_id: Uuid,
+    space_id: Option<Uuid>,
+    request_id: String,
+    parent_call_id: Option<String>,
+    success: bool,
+    error: Option<String>,
+    args: serde_json::Value,
+}
+
+impl From<&AuditRecord> for Spooled {
+    fn from(r: &AuditRecord) -> Spooled {
+        Spooled {
+            tool: r.tool.clone(),
+            call_id: r.call_id.clone(),
+            duration_ms: r.duration_ms,
+            ts: r.ts,
+            user_id: r.user_id,
+            space_id: r.space_id,
+            request_id: r.request_id.clone(),
+            parent_call_id: r.parent_call_id.clone(),
+            success: r.success,
+            error: r.error.clone(),
+            args: r.args.clone(),
+        }
+    }
+}
+
+impl From<Spooled> for AuditRecord {
+    fn from(s: Spooled) -> AuditRecord {
+        AuditRecord {
+            tool: s.tool,
+            call_id: s.call_id,
+            duration_ms: s.duration_ms,
+            ts: s.ts,
+            user_id: s.user_id,
+            space_id: s.space_id,
+            request_id: s.request_id,
+            parent_call_id: s.parent_call_id,
+            success: s.success,
+            error: s.error,
+            args: s.args,
+        }
+    }
 }
 
 fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
@@ -259,6 +613,36 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
         .execute(&mut *tx)
         .await
         .map_err(data_plane_store::StoreError::from)?;
+    tx.commit()
+        .await
+        .map_err(data_plane_store::StoreError::from)?;
+    Ok(())
+}
+
+/// Writes one record unless the log already holds it (the same call, request,
+/// tool and time): retries and replays are safe to repeat.
+async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query(
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+          WHERE NOT EXISTS (SELECT 1 FROM tool_calls
+                             WHERE call_id = $1 AND ts = $2 AND tool = $3 AND request_id = $7)",
+    )
+    .bind(&r.call_id)
+    .bind(r.ts)
+    .bind(&r.tool)
+    .bind(r.duration_ms.min(i32::MAX as u64) as i32)
+    .bind(r.user_id)
+    .bind(r.space_id)
+    .bind(&r.request_id)
+    .bind(&r.parent_call_id)
+    .bind(r.success)
+    .bind(&r.error)
+    .bind(sqlx::types::Json(&r.args))
+    .execute(&mut *tx)
+    .await
+    .map_err(data_plane_store::StoreError::from)?;
     tx.commit()
         .await
         .map_err(data_plane_store::StoreError::from)?;

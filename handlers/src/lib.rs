@@ -29,7 +29,7 @@ use data_plane_registry::{
 use serde_json::Value;
 
 pub use deps::{Deps, ModelSettings, SubAgentLimits};
-pub use ledger::PgLedger;
+pub use ledger::{LedgerOptions, PgLedger};
 
 /// Every file of definitions/, embedded at build time.
 const DEFINITIONS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/definitions.rs"));

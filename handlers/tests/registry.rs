@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use common::World;
-use data_plane_handlers::PgLedger;
+use data_plane_handlers::{LedgerOptions, PgLedger};
 use data_plane_registry::{
     Annotations, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, HandlerEntry,
     NoCallbacks, NoLedger, Permission, RateLimits, Registry, Settings, ToolContext, ToolError,
@@ -869,6 +869,105 @@ async fn settings_and_the_space_decide_what_is_offered() {
             assert!(r.error.unwrap().message.contains("is offered only when"));
         }
     }
+}
+
+/// An audit record the database refuses on every retry is spooled to disk,
+/// not lost; a replay while the database still refuses keeps it, and once
+/// the database takes it again it is written, once, and leaves the spool.
+#[tokio::test]
+async fn an_audit_record_refused_on_every_retry_is_spooled_then_written() {
+    use data_plane_registry::{AuditRecord, Ledger};
+    let w = World::new().await;
+    let spool = tempfile::tempdir().unwrap();
+    let ledger = PgLedger::start_with(
+        w.test.db.clone(),
+        LedgerOptions {
+            retry_after: vec![Duration::from_millis(1); 2],
+            spool_dir: Some(spool.path().to_path_buf()),
+            replay_every: Duration::from_secs(3600),
+        },
+    );
+    let spooled_lines = || match std::fs::read_to_string(spool.path().join("records.jsonl")) {
+        Ok(text) => text.lines().map(str::to_string).collect::<Vec<_>>(),
+        Err(_) => Vec::new(),
+    };
+    let rows = async || -> i64 {
+        let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+        sqlx::query_scalar("SELECT count(*) FROM tool_calls WHERE call_id = 'call-spooled'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap()
+    };
+    let app_role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(w.test.db.pool())
+        .await
+        .unwrap();
+    let set_insert = async |grant: bool| {
+        let sql = if grant {
+            format!("GRANT INSERT ON tool_calls TO {app_role}")
+        } else {
+            format!("REVOKE INSERT ON tool_calls FROM {app_role}")
+        };
+        sqlx::query(&sql).execute(&w.test.owner).await.unwrap();
+    };
+
+    set_insert(false).await;
+    ledger
+        .record(AuditRecord {
+            tool: "list_sources".into(),
+            call_id: "call-spooled".into(),
+            duration_ms: 4,
+            ts: chrono::Utc::now(),
+            user_id: w.alice,
+            space_id: Some(w.alpha),
+            request_id: "req-spooled".into(),
+            parent_call_id: None,
+            success: true,
+            error: None,
+            args: json!({"q": "kept"}),
+        })
+        .await
+        .unwrap();
+    ledger.flush().await;
+    assert_eq!(ledger.audit_records_spooled(), 1);
+    assert!(
+        ledger.audit_write_failures() >= 3,
+        "the first try and two retries failed"
+    );
+    let lines = spooled_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("call-spooled"), "{}", lines[0]);
+    assert_eq!(rows().await, 0);
+
+    // Still refused: the record stays where it is.
+    ledger.replay().await;
+    assert_eq!(ledger.audit_records_replayed(), 0);
+    assert_eq!(spooled_lines(), lines);
+
+    set_insert(true).await;
+    ledger.replay().await;
+    assert_eq!(ledger.audit_records_replayed(), 1);
+    assert!(spooled_lines().is_empty());
+    assert_eq!(rows().await, 1);
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let (space, args): (Option<Uuid>, Value) =
+        sqlx::query_as("SELECT space_id, args FROM tool_calls WHERE call_id = 'call-spooled'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!((space, args), (Some(w.alpha), json!({"q": "kept"})));
+    drop(tx);
+
+    // A replay repeated (a crash between the write and the spool's rewrite)
+    // writes nothing twice.
+    std::fs::write(
+        spool.path().join("records.jsonl"),
+        format!("{}\n", lines[0]),
+    )
+    .unwrap();
+    ledger.replay().await;
+    assert!(spooled_lines().is_empty());
+    assert_eq!(rows().await, 1);
 }
 
 /// Two "replicas": registries of their own over one database.

@@ -216,6 +216,11 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
             global.limits.chat_turns_per_minute,
         )
         .with_extract_limits(global.extract_limits()?);
+    // Audit records the database refuses on every retry wait here for a replay.
+    state
+        .ledger
+        .spool_to(global.data_dir.join("audit-spool"))
+        .await;
     match global.model.agent_config() {
         Some(mut agent) => {
             tracing::info!(model = %agent.model, url = %agent.base_url, "chat model configured");

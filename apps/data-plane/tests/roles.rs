@@ -880,6 +880,16 @@ async fn an_audit_record_outlives_a_failed_write() {
         .unwrap_or_else(|| panic!("no audit failure counter in {metrics}"));
     let count: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 1, "{line}");
+    // Written after a retry, so nothing went to the spool.
+    for counter in [
+        "data_plane_audit_records_spooled_total 0",
+        "data_plane_audit_records_replayed_total 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == counter),
+            "{counter} in {metrics}"
+        );
+    }
 }
 
 /// The service token `start_with_ledger`'s server accepts (/metrics needs one).

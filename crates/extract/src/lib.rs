@@ -1,4 +1,7 @@
-//! The limits every extraction obeys, written once for ingestion and the web.
+//! Extraction, written once for ingestion and the web: bytes to text
+//! (`charset`), HTML to a web page's readable Markdown or an uploaded
+//! document's full text with their metadata (`html`), PDF to text and
+//! document information (`pdf`), and the limits every extraction obeys.
 //!
 //! A file is checked before its parser runs where the parser itself cannot be
 //! bounded (`pdf::prescan` refuses decompression bombs, `html::cap_nesting`
@@ -6,6 +9,7 @@
 //! (`check_chars`), and the whole extraction to a time (`with_time_limit`).
 //! Each refusal is a `LimitError` naming the limit and the setting that raises it.
 
+pub mod charset;
 pub mod html;
 pub mod pdf;
 
@@ -69,6 +73,18 @@ pub enum LimitError {
     /// The extraction stopped without an answer (its thread could not start or panicked).
     #[error("extraction failed: {0}")]
     Failed(String),
+}
+
+/// Why a file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A limit refused it.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
+    /// It is not what it claims to be, or its parser gave up on it; the
+    /// message says how.
+    #[error("{0}")]
+    Corrupt(String),
 }
 
 /// Refuses `text` when it has more than `limits.max_chars` characters.

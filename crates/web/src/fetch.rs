@@ -23,7 +23,7 @@ use url::Url;
 use crate::WebError;
 use crate::guard::{self, AllowList, Target};
 
-pub use content::{Document, Kind, decode_text};
+pub use content::{Document, Kind};
 pub use window::{END_MARKER, NOTICE, Window, frame, window};
 
 /// Limits and exceptions of a fetcher.

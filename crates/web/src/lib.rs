@@ -1,8 +1,9 @@
 //! The web, as tools see it: fetching a page behind an SSRF guard
 //! (`guard`, `fetch`), turning it into readable Markdown with metadata
-//! (`extract`), and searching through pluggable providers (`search`).
+//! (`extract`, data-plane-extract's readable extraction, which ingestion
+//! shares), and searching through pluggable providers (`search`).
 
-pub mod extract;
+pub use data_plane_extract::html::readable as extract;
 pub mod fetch;
 pub mod guard;
 pub mod search;

@@ -59,6 +59,8 @@ pub struct Metrics {
     tool_seconds: Family<ToolName, Histogram, fn() -> Histogram>,
     index_seq: Gauge,
     audit_write_failures: Counter,
+    audit_records_spooled: Counter,
+    audit_records_replayed: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,6 +91,18 @@ impl Metrics {
             "audit-record writes that failed and were retried",
             audit_write_failures.clone(),
         );
+        let audit_records_spooled = Counter::default();
+        registry.register(
+            "audit_records_spooled",
+            "audit records refused on every retry and kept in the local spool",
+            audit_records_spooled.clone(),
+        );
+        let audit_records_replayed = Counter::default();
+        registry.register(
+            "audit_records_replayed",
+            "spooled audit records written to the database",
+            audit_records_replayed.clone(),
+        );
         registry.register(
             "http_requests",
             "HTTP requests answered",
@@ -118,6 +132,8 @@ impl Metrics {
             tool_seconds,
             index_seq,
             audit_write_failures,
+            audit_records_spooled,
+            audit_records_replayed,
         }
     }
 
@@ -228,12 +244,24 @@ pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
         .metrics
         .index_seq
         .set(state.index.last_seq().unwrap_or(0));
-    let failures = state.ledger.audit_write_failures();
-    let shown = state.metrics.audit_write_failures.get();
-    state
-        .metrics
-        .audit_write_failures
-        .inc_by(failures.saturating_sub(shown));
+    // The ledger counts; the counters shown catch up to it.
+    let ledger = &state.ledger;
+    for (shown, now) in [
+        (
+            &state.metrics.audit_write_failures,
+            ledger.audit_write_failures(),
+        ),
+        (
+            &state.metrics.audit_records_spooled,
+            ledger.audit_records_spooled(),
+        ),
+        (
+            &state.metrics.audit_records_replayed,
+            ledger.audit_records_replayed(),
+        ),
+    ] {
+        shown.inc_by(now.saturating_sub(shown.get()));
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -1,16 +1,13 @@
 //! From response bytes to readable text: the kind of content (declared or
-//! sniffed), the character set (BOM, header, `<meta>`, else detected), and
-//! HTML, plain text, JSON or PDF turned into Markdown.
+//! sniffed), then data-plane-extract's charset decoding (BOM, header,
+//! `<meta>`, else detected), readable extraction of HTML and PDF text;
+//! plain text and JSON as they are.
 
-use std::borrow::Cow;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use chardetng::{EncodingDetector, Iso2022JpDetection, Utf8Detection};
-use encoding_rs::{Encoding, UTF_8, WINDOWS_1252};
 use serde::Serialize;
 use url::Url;
 
-use data_plane_extract::{LimitError, Limits};
+use data_plane_extract::charset::{self, Hints};
+use data_plane_extract::{Error, LimitError, Limits};
 
 use super::Response;
 use crate::WebError;
@@ -105,18 +102,35 @@ fn read_blocking(response: Response, limits: &Limits) -> Result<Document, WebErr
         links: Vec::new(),
     };
     if kind == Kind::Pdf {
-        data_plane_extract::pdf::prescan(&response.body, limits)
-            .map_err(|e| over_limit(final_url, &doc.content_type, e))?;
-        doc.markdown = pdf_text(final_url, &response.body)?;
+        let pdf = data_plane_extract::pdf::read(&response.body, limits).map_err(|e| match e {
+            Error::Limit(e) => over_limit(final_url, &doc.content_type, e),
+            Error::Corrupt(reason) => WebError::Unsupported {
+                url: final_url.to_string(),
+                content_type: format!("application/pdf ({reason})"),
+            },
+        })?;
+        doc.markdown = pdf.text();
+        doc.metadata = Metadata {
+            title: pdf.info.title,
+            byline: pdf.info.author,
+            excerpt: pdf.info.subject,
+            published_time: pdf.info.created,
+            ..Metadata::default()
+        };
         data_plane_extract::check_chars(&doc.markdown, limits)
             .map_err(|e| over_limit(final_url, &doc.content_type, e))?;
         return Ok(doc);
     }
-    let (text, encoding) = decode_text(
+    let tld = final_url
+        .domain()
+        .and_then(|d| d.trim_end_matches('.').rsplit('.').next());
+    let (text, encoding) = charset::decode(
         &response.body,
-        response.content_type.as_deref(),
-        kind == Kind::Html,
-        final_url,
+        Hints {
+            content_type: response.content_type.as_deref(),
+            html: kind == Kind::Html,
+            tld,
+        },
     );
     doc.charset = Some(encoding.name().to_ascii_lowercase());
     match kind {
@@ -193,10 +207,10 @@ fn is_generic(essence: &str) -> bool {
 
 /// The kind of an undeclared body, from its first bytes.
 fn sniff(body: &[u8]) -> Option<(Kind, &'static str)> {
-    let head = &body[..body.len().min(1024)];
-    if head.windows(5).any(|w| w == b"%PDF-") {
+    if data_plane_extract::pdf::looks_like_pdf(body) {
         return Some((Kind::Pdf, "application/pdf"));
     }
+    let head = &body[..body.len().min(1024)];
     if head.contains(&0) {
         return None;
     }
@@ -219,137 +233,4 @@ fn sniff(body: &[u8]) -> Option<(Kind, &'static str)> {
         .iter()
         .any(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x0c | 0x1b));
     (!binary).then_some((Kind::Text, "text/plain"))
-}
-
-/// Decodes text the way browsers choose its encoding: a byte-order mark,
-/// else the Content-Type's charset, else (for HTML) a `<meta>` declaration
-/// in the first kilobyte, else a guess from the bytes (chardetng, told the
-/// URL's top-level domain).
-pub fn decode_text<'a>(
-    body: &'a [u8],
-    content_type: Option<&str>,
-    html: bool,
-    url: &Url,
-) -> (Cow<'a, str>, &'static Encoding) {
-    let encoding = Encoding::for_bom(body)
-        .map(|(e, _)| e)
-        .or_else(|| content_type.and_then(header_charset))
-        .or_else(|| if html { meta_charset(body) } else { None })
-        .unwrap_or_else(|| guess(body, url));
-    let (text, used, _) = encoding.decode(body);
-    (text, used)
-}
-
-fn header_charset(content_type: &str) -> Option<&'static Encoding> {
-    content_type.split(';').skip(1).find_map(|param| {
-        let (key, value) = param.split_once('=')?;
-        if !key.trim().eq_ignore_ascii_case("charset") {
-            return None;
-        }
-        Encoding::for_label(value.trim().trim_matches(['"', '\'']).as_bytes())
-    })
-}
-
-/// The charset a `<meta charset>` or `<meta http-equiv=content-type>` tag
-/// declares in the first 1024 bytes (the HTML standard's prescan window).
-fn meta_charset(body: &[u8]) -> Option<&'static Encoding> {
-    let head = &body[..body.len().min(1024)];
-    let lower = head.to_ascii_lowercase();
-    let mut rest = lower.as_slice();
-    while let Some(at) = find(rest, b"<meta") {
-        let tag_start = &rest[at + 5..];
-        let tag_end = tag_start
-            .iter()
-            .position(|&b| b == b'>')
-            .unwrap_or(tag_start.len());
-        let tag = &tag_start[..tag_end];
-        if let Some(c) = find(tag, b"charset") {
-            let value = tag[c + 7..]
-                .iter()
-                .skip_while(|b| b.is_ascii_whitespace())
-                .skip_while(|&&b| b == b'=')
-                .skip_while(|b| b.is_ascii_whitespace() || **b == b'"' || **b == b'\'')
-                .take_while(|&&b| !(b.is_ascii_whitespace() || b"\"';>/".contains(&b)))
-                .copied()
-                .collect::<Vec<u8>>();
-            if let Some(encoding) = Encoding::for_label(&value) {
-                // The standard: a page that says UTF-16 in ASCII bytes is not UTF-16.
-                let encoding =
-                    if encoding == encoding_rs::UTF_16LE || encoding == encoding_rs::UTF_16BE {
-                        UTF_8
-                    } else if encoding == encoding_rs::X_USER_DEFINED {
-                        WINDOWS_1252
-                    } else {
-                        encoding
-                    };
-                return Some(encoding);
-            }
-        }
-        rest = &tag_start[tag_end..];
-    }
-    None
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn guess(body: &[u8], url: &Url) -> &'static Encoding {
-    let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
-    detector.feed(body, true);
-    let tld = url
-        .domain()
-        .and_then(|d| d.trim_end_matches('.').rsplit('.').next())
-        .filter(|t| {
-            !t.is_empty()
-                && t.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        });
-    detector.guess(tld.map(str::as_bytes), Utf8Detection::Allow)
-}
-
-/// The text of a PDF, page by page. pdf-extract panics on some malformed
-/// files; that must be an error for this URL, not a lost worker thread.
-fn pdf_text(url: &Url, body: &[u8]) -> Result<String, WebError> {
-    let broken = |reason: String| WebError::Unsupported {
-        url: url.to_string(),
-        content_type: format!("application/pdf ({reason})"),
-    };
-    let pages = catch_unwind(AssertUnwindSafe(|| {
-        pdf_extract::extract_text_from_mem_by_pages(body)
-    }))
-    .map_err(|_| broken("the parser gave up on its structure".to_string()))?
-    .map_err(|e| broken(format!("no text could be extracted: {e}")))?;
-    let mut out = String::new();
-    for page in pages {
-        let page = clean_page(&page);
-        if page.is_empty() {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(&page);
-    }
-    Ok(out)
-}
-
-/// pdf-extract lays text out by position: trailing spaces on every line and
-/// runs of blank lines, which only cost the reader's context.
-fn clean_page(page: &str) -> String {
-    let mut out = String::new();
-    let mut blank = 0;
-    for line in page.replace('\0', "").lines() {
-        let line = line.trim_end();
-        if line.is_empty() {
-            blank += 1;
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
-        }
-        blank = 0;
-        out.push_str(line);
-    }
-    out
 }

@@ -1,10 +1,24 @@
-//! Bounds how deeply tags nest before the HTML parser sees them.
+//! HTML, parsed once and read two ways: `readable` finds a web page's main
+//! content and renders it as Markdown, `text` renders a whole uploaded
+//! document as plain text with its headings. Both parse through `parse`,
+//! read metadata through `head` and walk `dom`'s flat copy of the tree.
 //!
-//! html5ever scans its stack of open elements for every start tag, so a page
-//! of 100k nested `<div>`s costs it quadratic time (tens of seconds). Real
-//! pages nest a few dozen levels; past `Limits::html_max_depth` we drop the
-//! tags (never the text between them), which keeps parsing linear and every
-//! later walk shallow.
+//! Nesting is bounded before the HTML parser sees it: html5ever scans its
+//! stack of open elements for every start tag, so a page of 100k nested
+//! `<div>`s costs it quadratic time (tens of seconds). Real pages nest a few
+//! dozen levels; past `Limits::html_max_depth` we drop the tags (never the
+//! text between them), which keeps parsing linear and every later walk shallow.
+
+pub(crate) mod dom;
+mod head;
+pub mod readable;
+pub mod text;
+
+pub use head::DocumentHead;
+
+use scraper::Html;
+
+use crate::Limits;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -70,6 +84,12 @@ fn closes_sibling(open: &str, new: &str) -> bool {
         "option" => open == "option",
         _ => false,
     }
+}
+
+/// Parses `html` as a document, its nesting first capped at `limits.html_max_depth`:
+/// the only way HTML reaches the parser.
+pub fn parse(html: &str, limits: &Limits) -> Html {
+    Html::parse_document(&cap_nesting(html, limits.html_max_depth))
 }
 
 /// Returns `html` with start and end tags beyond `max_depth` removed;

@@ -6,7 +6,7 @@
 //! class-based pruning, then class weights, then conditional cleaning) and
 //! the pass that kept most wins.
 
-use super::dom::{DEAD, Dom, folded_len, is_block};
+use crate::html::dom::{DEAD, Dom, folded_len, is_block};
 
 /// The content a reader keeps: subtrees to render, and nodes inside them to skip.
 pub(crate) struct Content {

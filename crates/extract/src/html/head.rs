@@ -1,122 +1,205 @@
-//! Metadata from the page's own tags: `<title>`, `<meta>` (Open Graph,
-//! Twitter, Dublin Core, article:*), JSON-LD articles and `<html lang>`.
+//! Metadata from a page's own tags, read once for both readers: `<title>`,
+//! `<meta>` (Open Graph, Twitter, Dublin Core, article:*, http-equiv),
+//! JSON-LD articles and `<html lang>`. `Head::page` is what a web reader
+//! wants (site name, byline, excerpt); `Head::document` what an uploaded
+//! file's record keeps (author, description, created and modified dates).
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::Metadata;
 use super::dom::Dom;
+use super::readable::Metadata;
 
-/// What the head says, before content-derived fallbacks.
-pub(crate) fn read(dom: &Dom<'_>) -> Metadata {
-    let mut meta: HashMap<String, String> = HashMap::new();
-    let mut doc_title = None;
-    let mut lang = None;
-    let mut content_language = None;
-    let mut ld = LdArticle::default();
-    for i in 0..dom.len() {
-        let Some(el) = dom.element(i) else { continue };
-        match el.name() {
-            "html" if lang.is_none() => {
-                lang = el
-                    .attr("lang")
-                    .or_else(|| el.attr("xml:lang"))
-                    .map(clean_value);
-            }
-            "title" if doc_title.is_none() => {
-                let raw: String = dom.children(i).filter_map(|c| dom.text(c)).collect();
-                doc_title = Some(clean_value(&raw));
-            }
-            "meta" => {
-                let Some(content) = el.attr("content") else {
-                    continue;
-                };
-                let content = clean_value(content);
-                if content.is_empty() {
-                    continue;
+/// What the head declares, before any preference between its sources.
+#[derive(Default)]
+pub(crate) struct Head {
+    /// `<meta>` contents by lowercase key (name, property, itemprop or
+    /// http-equiv), the first of each key kept.
+    meta: HashMap<String, String>,
+    doc_title: Option<String>,
+    lang: Option<String>,
+    content_language: Option<String>,
+    ld: LdArticle,
+}
+
+/// An uploaded document's metadata as its head declares it, values as
+/// written (dates and language tags unnormalised).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocumentHead {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub author: Option<String>,
+    pub created: Option<String>,
+    pub modified: Option<String>,
+    pub language: Option<String>,
+}
+
+impl Head {
+    pub(crate) fn read(dom: &Dom<'_>) -> Head {
+        let mut head = Head::default();
+        for i in 0..dom.len() {
+            let Some(el) = dom.element(i) else { continue };
+            match el.name() {
+                "html" if head.lang.is_none() => {
+                    head.lang = el
+                        .attr("lang")
+                        .or_else(|| el.attr("xml:lang"))
+                        .map(clean_value);
                 }
-                if el
-                    .attr("http-equiv")
-                    .is_some_and(|h| h.eq_ignore_ascii_case("content-language"))
-                {
-                    content_language.get_or_insert_with(|| content.clone());
+                // An SVG's <title> is a tooltip, not the page's.
+                "title" if head.doc_title.is_none() && !in_svg(dom, i) => {
+                    let raw: String = dom.children(i).filter_map(|c| dom.text(c)).collect();
+                    head.doc_title = Some(clean_value(&raw));
                 }
-                for attr in ["property", "name", "itemprop"] {
-                    if let Some(keys) = el.attr(attr) {
-                        for key in keys.split_ascii_whitespace() {
-                            meta.entry(key.to_ascii_lowercase())
-                                .or_insert_with(|| content.clone());
+                "meta" => {
+                    let Some(content) = el.attr("content") else {
+                        continue;
+                    };
+                    let content = clean_value(content);
+                    if content.is_empty() {
+                        continue;
+                    }
+                    if el
+                        .attr("http-equiv")
+                        .is_some_and(|h| h.eq_ignore_ascii_case("content-language"))
+                    {
+                        head.content_language.get_or_insert_with(|| content.clone());
+                    }
+                    for attr in ["property", "name", "itemprop", "http-equiv"] {
+                        if let Some(keys) = el.attr(attr) {
+                            for key in keys.split_ascii_whitespace() {
+                                head.meta
+                                    .entry(key.to_ascii_lowercase())
+                                    .or_insert_with(|| content.clone());
+                            }
                         }
                     }
                 }
+                "script"
+                    if el
+                        .attr("type")
+                        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/ld+json")) =>
+                {
+                    let raw: String = dom.children(i).filter_map(|c| dom.text(c)).collect();
+                    head.ld.read(&raw);
+                }
+                _ => {}
             }
-            "script"
-                if el
-                    .attr("type")
-                    .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/ld+json")) =>
-            {
-                let raw: String = dom.children(i).filter_map(|c| dom.text(c)).collect();
-                ld.read(&raw);
-            }
-            _ => {}
+        }
+        head
+    }
+
+    fn get(&self, keys: &[&str]) -> Option<String> {
+        keys.iter().find_map(|k| self.meta.get(*k).cloned())
+    }
+
+    /// What a web reader is told, before content-derived fallbacks.
+    pub(crate) fn page(&self) -> Metadata {
+        let ld = &self.ld;
+        let site_name = ld.publisher.clone().or_else(|| self.get(&["og:site_name"]));
+        let title = ld
+            .headline
+            .clone()
+            .or_else(|| {
+                self.get(&[
+                    "og:title",
+                    "twitter:title",
+                    "dc.title",
+                    "dcterm:title",
+                    "dc:title",
+                ])
+            })
+            .or_else(|| self.doc_title.clone().filter(|t| !t.is_empty()))
+            .map(|t| strip_site_name(&t, site_name.as_deref()));
+        let byline = ld
+            .author
+            .clone()
+            .or_else(|| {
+                self.get(&[
+                    "dc.creator",
+                    "dc:creator",
+                    "dcterm:creator",
+                    "author",
+                    "parsely-author",
+                ])
+            })
+            .or_else(|| {
+                self.get(&["article:author", "og:article:author"])
+                    .filter(|a| !a.starts_with("http"))
+            });
+        let excerpt = ld.description.clone().or_else(|| {
+            self.get(&[
+                "dc.description",
+                "dc:description",
+                "dcterm:description",
+                "og:description",
+                "description",
+                "twitter:description",
+            ])
+        });
+        let published_time = ld
+            .date_published
+            .clone()
+            .or_else(|| self.get(&["article:published_time", "parsely-pub-date"]));
+        Metadata {
+            title: title.filter(|t| !t.is_empty()),
+            byline,
+            excerpt,
+            language: self.language(),
+            site_name,
+            published_time,
         }
     }
-    let get = |keys: &[&str]| keys.iter().find_map(|k| meta.get(*k).cloned());
 
-    let site_name = ld.publisher.clone().or_else(|| get(&["og:site_name"]));
-    let title = ld
-        .headline
-        .clone()
-        .or_else(|| {
-            get(&[
-                "og:title",
-                "twitter:title",
-                "dc.title",
-                "dcterm:title",
-                "dc:title",
-            ])
-        })
-        .or_else(|| doc_title.filter(|t| !t.is_empty()))
-        .map(|t| strip_site_name(&t, site_name.as_deref()));
-    let byline = ld
-        .author
-        .clone()
-        .or_else(|| {
-            get(&[
-                "dc.creator",
-                "dc:creator",
-                "dcterm:creator",
-                "author",
-                "parsely-author",
-            ])
-        })
-        .or_else(|| {
-            get(&["article:author", "og:article:author"]).filter(|a| !a.starts_with("http"))
-        });
-    let excerpt = ld.description.clone().or_else(|| {
-        get(&[
-            "dc.description",
-            "dc:description",
-            "dcterm:description",
-            "og:description",
-            "description",
-            "twitter:description",
-        ])
-    });
-    let published_time = ld
-        .date_published
-        .clone()
-        .or_else(|| get(&["article:published_time", "parsely-pub-date"]));
-    let language = lang.filter(|l| !l.is_empty()).or(content_language);
-    Metadata {
-        title: title.filter(|t| !t.is_empty()),
-        byline,
-        excerpt,
-        language,
-        site_name,
-        published_time,
+    /// What an uploaded document's record keeps: the document's own
+    /// `<title>` as written (no site name to strip from a file), the
+    /// description a page declares for itself before its social-card one,
+    /// and both dates.
+    pub(crate) fn document(&self) -> DocumentHead {
+        DocumentHead {
+            title: self.doc_title.clone().filter(|t| !t.is_empty()),
+            description: self
+                .get(&["description", "dc.description", "dcterms.description"])
+                .or_else(|| self.get(&["og:description", "twitter:description"])),
+            author: self.get(&["author", "dc.creator", "dcterms.creator"]),
+            created: self.get(&[
+                "article:published_time",
+                "date",
+                "dc.date",
+                "dcterms.created",
+                "dcterms.date",
+                "dc.date.created",
+                "pubdate",
+            ]),
+            modified: self.get(&[
+                "article:modified_time",
+                "og:updated_time",
+                "last-modified",
+                "dcterms.modified",
+                "dc.date.modified",
+            ]),
+            language: self.language(),
+        }
     }
+
+    fn language(&self) -> Option<String> {
+        self.lang
+            .clone()
+            .filter(|l| !l.is_empty())
+            .or_else(|| self.content_language.clone())
+    }
+}
+
+fn in_svg(dom: &Dom<'_>, i: usize) -> bool {
+    let mut at = dom.parent(i);
+    while let Some(p) = at {
+        if dom.tag(p) == "svg" {
+            return true;
+        }
+        at = dom.parent(p);
+    }
+    false
 }
 
 /// An attribute value with whitespace folded and entities that were

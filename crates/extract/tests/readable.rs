@@ -4,7 +4,7 @@
 
 #![allow(clippy::expect_used)] // a panic is how a test reports failure
 
-use data_plane_web::extract::{Link, Metadata, Page, extract_html};
+use data_plane_extract::html::readable::{Link, Metadata, Page, extract_html};
 use url::Url;
 
 fn base() -> Url {

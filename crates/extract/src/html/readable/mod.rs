@@ -1,19 +1,18 @@
-//! Readable extraction: the main content of an HTML page as Markdown, and its metadata.
+//! Readable extraction: the main content of a web page as Markdown, and its metadata.
 //!
-//! data-plane-extract bounds nesting before parsing, `dom` flattens scraper's tree,
-//! `metadata` reads the head, `content` finds the main content and
+//! `html::parse` bounds nesting before parsing, `dom` flattens scraper's tree,
+//! `head` reads the metadata, `content` finds the main content and
 //! `markdown` renders it. No step recurses on the depth of the page.
 
 mod content;
-mod dom;
 mod markdown;
-mod metadata;
 
-use data_plane_extract::Limits;
-use data_plane_extract::html::cap_nesting;
-use scraper::Html;
 use serde::Serialize;
 use url::Url;
+
+use super::dom;
+use super::head::Head;
+use crate::Limits;
 
 /// What a reader gets from a page.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -50,11 +49,10 @@ pub fn extract_html(html: &str, base_url: Option<&Url>) -> Page {
 
 /// `extract_html` under a deployment's limits (the nesting depth handed to the parser).
 pub fn extract_html_with(html: &str, base_url: Option<&Url>, limits: &Limits) -> Page {
-    let html = cap_nesting(html, limits.html_max_depth);
-    let document = Html::parse_document(&html);
+    let document = super::parse(html, limits);
     let dom = dom::Dom::build(&document);
     let base = document_base(&dom, base_url);
-    let mut metadata = metadata::read(&dom);
+    let mut metadata = Head::read(&dom).page();
     let content = content::find(&dom, metadata.title.as_deref());
     if metadata.byline.is_none() {
         metadata.byline = content.byline.clone();

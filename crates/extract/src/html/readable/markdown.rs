@@ -9,7 +9,7 @@ use url::Url;
 
 use super::Link;
 use super::content::{Content, is_data_table};
-use super::dom::{DEAD, Dom};
+use crate::html::dom::{DEAD, Dom};
 
 /// Constructs nested deeper than this render as plain blocks, so rewriting
 /// buffers on close stays linear in practice.
@@ -276,7 +276,7 @@ impl Renderer<'_, '_> {
                 Visit::Children
             }
             _ => {
-                if super::dom::is_block(tag) {
+                if crate::html::dom::is_block(tag) {
                     self.block_break();
                 }
                 Visit::Children
@@ -292,7 +292,7 @@ impl Renderer<'_, '_> {
         if self
             .dom
             .element(i)
-            .is_some_and(|e| super::dom::is_block(e.name()))
+            .is_some_and(|e| crate::html::dom::is_block(e.name()))
         {
             self.block_break();
         }

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| format!("cannot read fixtures at {}: {e}", root.display()))?;
     if let Some(page) = std::env::args().nth(2) {
         let source = std::fs::read_to_string(root.join(&page).join("source.html"))?;
-        let out = data_plane_web::extract::extract_html(&source, None);
+        let out = data_plane_extract::html::readable::extract_html(&source, None);
         println!("{:#?}\n\n{}", out.metadata, out.markdown);
         return Ok(());
     }
@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 close.repeat(depth)
             );
             let t = Instant::now();
-            let page = data_plane_web::extract::extract_html(&html, None);
+            let page = data_plane_extract::html::readable::extract_html(&html, None);
             let ms = t.elapsed().as_secs_f64() * 1000.0;
             if !page.markdown.contains("bottom") {
                 return Err(format!("nested {name} at depth {depth} lost its text").into());

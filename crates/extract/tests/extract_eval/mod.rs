@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use data_plane_web::extract::{Metadata, extract_html};
+use data_plane_extract::html::readable::{Metadata, extract_html};
 use ego_tree::iter::Edge;
 use pulldown_cmark::{Event, Parser, TagEnd};
 use scraper::{Html, Node};
