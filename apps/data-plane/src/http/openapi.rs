@@ -58,6 +58,55 @@ pub async fn serve() -> impl IntoResponse {
 mod tests {
     use super::*;
 
+    /// The surface in one line per operation: method, path, the statuses it
+    /// documents and its request body's media type. A change to the API shows
+    /// here as a diff to review; `UPDATE_EXPECT=1 cargo test -p data-plane
+    /// --lib openapi` accepts it.
+    #[test]
+    fn the_documented_surface() {
+        let doc: Value = serde_json::from_str(&DOCUMENT).expect("the served document is JSON");
+        let mut lines = vec![format!(
+            "openapi {} · {} {}",
+            doc["openapi"].as_str().unwrap_or("?"),
+            doc["info"]["title"].as_str().unwrap_or("?"),
+            doc["info"]["version"].as_str().unwrap_or("?")
+        )];
+        let paths = doc["paths"].as_object().cloned().unwrap_or_default();
+        for (path, ops) in &paths {
+            let Some(ops) = ops.as_object() else { continue };
+            for (method, op) in ops {
+                if method == "parameters" {
+                    continue;
+                }
+                let mut statuses: Vec<&String> = op["responses"]
+                    .as_object()
+                    .map(|r| r.keys().collect())
+                    .unwrap_or_default();
+                statuses.sort();
+                let body = op["requestBody"]["content"]
+                    .as_object()
+                    .map(|c| c.keys().cloned().collect::<Vec<_>>().join(","))
+                    .map_or(String::new(), |media| format!(" body {media}"));
+                let statuses: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+                lines.push(format!(
+                    "{} {path} -> {}{body}",
+                    method.to_uppercase(),
+                    statuses.join(" ")
+                ));
+            }
+        }
+        lines.push(format!(
+            "error codes: {}",
+            ErrorCode::ALL
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        expect_test::expect_file!["../../tests/snapshots/openapi_surface.txt"]
+            .assert_eq(&(lines.join("\n") + "\n"));
+    }
+
     #[test]
     fn the_written_document_lists_the_error_codes_of_the_table() {
         let doc: Value = serde_json::from_str(WRITTEN).expect("docs/openapi.json is JSON");
