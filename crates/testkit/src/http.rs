@@ -84,6 +84,9 @@ pub enum Response {
     },
     /// These bytes as the whole response, status line included (or not).
     Raw(Vec<u8>),
+    /// Nothing for this long (less if the client hangs up), then the response:
+    /// a server slow to answer at all.
+    Delayed(Duration, Box<Response>),
 }
 
 impl Response {
@@ -192,6 +195,13 @@ async fn write_response(
 ) -> bool {
     let (status, headers, body) = match response {
         Response::Raw(bytes) => return writer.write_all(&bytes).await.is_ok(),
+        Response::Delayed(d, response) => {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = closed(reader) => return false,
+            }
+            return Box::pin(write_response(reader, writer, *response)).await;
+        }
         Response::Http {
             status,
             headers,
