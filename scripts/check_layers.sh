@@ -7,7 +7,9 @@
 # - the bottom layer does no IO: the shared types, the registry, the agent and
 #   the extraction crate never compile sqlx, the database driver;
 # - data-plane-extract, underneath ingest and web, depends on no other
-#   data-plane crate.
+#   data-plane crate;
+# - data-plane-testkit is test support: a dev-dependency, or optional behind a
+#   crate's `testing` feature, never part of a default build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -33,4 +35,12 @@ if cargo tree -q -p data-plane-extract -e normal --prefix none 2>/dev/null |
     echo "layering: data-plane-extract depends on another data-plane crate; it must sit underneath them all" >&2
     status=1
 fi
+for crate in data-plane data-plane-types data-plane-registry data-plane-handlers data-plane-store \
+    data-plane-search data-plane-embed data-plane-extract data-plane-ingest data-plane-web \
+    data-plane-agent; do
+    if depends_on "$crate" data-plane-testkit; then
+        echo "layering: $crate depends on data-plane-testkit; it is for dev-dependencies only" >&2
+        status=1
+    fi
+done
 exit $status

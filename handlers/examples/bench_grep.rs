@@ -144,7 +144,9 @@ async fn main() -> Result<(), Error> {
     let deps = Arc::new(Deps::new(
         db.clone(),
         KeywordIndex::in_memory()?,
-        Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir()))?),
+        Arc::new(Embedder::from_config(&EmbedConfig::local(
+            data_plane_testkit::model_dir(),
+        ))?),
     ));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let ctx = ToolContext::new(user, Some(space.id), Permission::User);
@@ -194,12 +196,6 @@ async fn time(registry: &Registry, ctx: &ToolContext, args: &Value) -> Result<(f
     }
     times.sort_by(f64::total_cmp);
     Ok((times[times.len() / 2], last))
-}
-
-fn model_dir() -> PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| ".data/model/all-MiniLM-L6-v2".into())
 }
 
 /// (relative path, extracted text) of every file ingestion can read under

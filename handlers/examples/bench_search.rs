@@ -112,8 +112,7 @@ async fn main() -> anyhow::Result<()> {
     let index_dir = PathBuf::from(
         std::env::var("BENCH_SEARCH_DIR").unwrap_or_else(|_| ".data/bench/search-index".into()),
     );
-    let model_dir = std::env::var("DATA_PLANE_MODEL_DIR")
-        .unwrap_or_else(|_| ".data/model/all-MiniLM-L6-v2".into());
+    let model_dir = data_plane_testkit::model_dir();
     let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
         "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".into()
     });
@@ -123,7 +122,10 @@ async fn main() -> anyhow::Result<()> {
 
     let embedder = Arc::new(
         Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
-            format!("the local model is needed in {model_dir} (run `make setup`)")
+            format!(
+                "the local model is needed in {} (run `make setup`)",
+                model_dir.display()
+            )
         })?,
     );
     let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;

@@ -21,7 +21,6 @@ use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, chunk, text_reply};
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
@@ -48,22 +47,10 @@ struct Bench {
     http: reqwest::Client,
 }
 
-fn model_dir() -> std::path::PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
 async fn bench() -> Bench {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
-    let embedder = Arc::new(Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap());
+    let embedder = data_plane_testkit::embedder();
     let mut tx = db.begin(Scope::System).await.unwrap();
     let user = identity::upsert_user(&mut tx, "bench@example.com", Some(Permission::User))
         .await

@@ -23,8 +23,7 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .unwrap_or_else(|| ".data/corpus/demo".into())
         .into();
-    let model = std::env::var("DATA_PLANE_MODEL_DIR")
-        .unwrap_or_else(|_| ".data/model/all-MiniLM-L6-v2".into());
+    let model = data_plane_testkit::model_dir();
     let files: Vec<PathBuf> = walkdir::WalkDir::new(&corpus)
         .sort_by_file_name()
         .into_iter()

@@ -41,7 +41,7 @@ fn binary(test: &TestDatabase, data_dir: &std::path::Path) -> Command {
         .env("DATABASE_URL", &test.app_url)
         .env("DATABASE_OWNER_URL", &test.owner_url)
         .env("DATA_PLANE_DATA_DIR", data_dir)
-        .env("DATA_PLANE_MODEL_DIR", common::model_dir())
+        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
         .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
         .env_remove("DATA_PLANE_MODEL");
     command
@@ -117,10 +117,7 @@ async fn a_killed_ingest_leaves_whole_documents_and_the_next_start_serves() {
     );
 
     // The next start serves what was stored.
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = data_plane_testkit::unused_addr().port();
     let token = binary(&test, data_dir.path())
         .args(["token", "--user", "reader@example.com", "--space", "crash"])
         .output()

@@ -3,22 +3,19 @@
 //! OpenAI's `chat.completion.chunk` stream byte for byte, records every
 //! request body, and notices when the client hangs up mid-reply.
 //!
-//! It speaks HTTP/1.1 on a bare socket (this crate stays free of HTTP
-//! servers) and closes each connection after its reply, so every model
-//! request is one connection the test can watch.
+//! It speaks HTTP/1.1 on a bare socket, the test kit's server (this crate
+//! stays free of HTTP servers), and closes each connection after its reply,
+//! so every model request is one connection the test can watch.
 // Test support: failing loudly is what a broken fake should do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use data_plane_testkit::http::{Chunk, Handler, Request, Response, Server};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::Notify;
 
 /// One scripted answer to one request.
@@ -157,10 +154,7 @@ pub fn tool_calls_reply(calls: &[ScriptedCall<'_>]) -> Reply {
 
 /// A base URL on loopback where nothing listens (a port just given back).
 pub async fn unused_base_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}/v1")
+    format!("http://{}/v1", data_plane_testkit::unused_addr())
 }
 
 #[derive(Debug, Default)]
@@ -177,37 +171,22 @@ struct Shared {
 /// The fake endpoint; stops when dropped.
 #[derive(Debug)]
 pub struct FakeModel {
-    addr: SocketAddr,
+    server: Server,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl FakeModel {
     /// Listens on 127.0.0.1:0.
     pub async fn start() -> FakeModel {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared::default());
-        let accept = shared.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve(socket, accept.clone()));
-            }
-        });
-        FakeModel { addr, shared, task }
+        let server = Server::start(Endpoint(shared.clone())).await;
+        FakeModel { server, shared }
     }
 
     /// The base URL to configure (`…/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        self.server.url("/v1")
     }
-
     /// Queues the answer to the next request.
     pub fn push(&self, reply: Reply) {
         self.shared.script.lock().unwrap().push_back(reply);
@@ -253,125 +232,63 @@ impl FakeModel {
     }
 }
 
-async fn serve(socket: tokio::net::TcpStream, shared: Arc<Shared>) {
-    let (mut reader, mut writer) = socket.into_split();
-    let Some((path, authorization, body)) = read_request(&mut reader).await else {
-        return;
-    };
-    let reply = if path != "/v1/chat/completions" {
-        Reply::Status {
-            status: 404,
-            body: json!({"error": {"message": format!("fake model: no route {path}"), "type": "invalid_request_error"}}).to_string(),
-        }
-    } else {
-        let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        shared.requests.lock().unwrap().push(value);
-        shared.authorizations.lock().unwrap().push(authorization);
-        shared.script.lock().unwrap().pop_front().unwrap_or(Reply::Status {
-            status: 500,
-            body: json!({"error": {"message": "fake model: no scripted reply left", "type": "server_error"}}).to_string(),
-        })
-    };
-    shared.changed.notify_waiters();
-    let complete = match reply {
-        Reply::Status { status, body } => {
-            let head = format!(
-                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
+/// The server's side of the fake: answers from the script, records requests.
+struct Endpoint(Arc<Shared>);
+
+impl Handler for Endpoint {
+    fn respond(&self, request: Request) -> Response {
+        let shared = &self.0;
+        let reply = if request.path != "/v1/chat/completions" {
+            Reply::Status {
+                status: 404,
+                body: json!({"error": {"message": format!("fake model: no route {}", request.path), "type": "invalid_request_error"}}).to_string(),
+            }
+        } else {
+            let value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            shared.requests.lock().unwrap().push(value);
+            shared.authorizations.lock().unwrap().push(
+                request
+                    .header("authorization")
+                    .unwrap_or_default()
+                    .to_string(),
             );
-            writer.write_all(head.as_bytes()).await.is_ok()
-                && writer.write_all(body.as_bytes()).await.is_ok()
-        }
-        Reply::Raw(bytes) => writer.write_all(&bytes).await.is_ok(),
-        Reply::Stream(pieces) => stream(&mut reader, &mut writer, pieces).await,
-    };
-    if complete {
-        let _ = writer.shutdown().await;
-    } else {
-        shared.dropped.fetch_add(1, Ordering::SeqCst);
-    }
-    shared.changed.notify_waiters();
-}
-
-/// Writes the pieces; false when the client closed the connection first.
-async fn stream(
-    reader: &mut OwnedReadHalf,
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
-    pieces: Vec<Piece>,
-) -> bool {
-    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
-    if writer.write_all(head.as_bytes()).await.is_err() {
-        return false;
-    }
-    for piece in pieces {
-        let bytes = match piece {
-            Piece::Chunk(value) => format!("data: {value}\n\n"),
-            Piece::Done => "data: [DONE]\n\n".to_string(),
-            Piece::Bytes(text) => text,
-            Piece::Pause(d) => {
-                tokio::select! {
-                    _ = tokio::time::sleep(d) => continue,
-                    _ = closed(reader) => return false,
-                }
-            }
-            Piece::Hang => {
-                closed(reader).await;
-                return false;
-            }
+            shared.script.lock().unwrap().pop_front().unwrap_or(Reply::Status {
+                status: 500,
+                body: json!({"error": {"message": "fake model: no scripted reply left", "type": "server_error"}}).to_string(),
+            })
         };
-        if writer.write_all(bytes.as_bytes()).await.is_err() || writer.flush().await.is_err() {
-            return false;
+        shared.changed.notify_waiters();
+        match reply {
+            Reply::Status { status, body } => Response::whole(
+                status,
+                vec![("content-type".into(), "application/json".into())],
+                body,
+            ),
+            Reply::Raw(bytes) => Response::Raw(bytes),
+            Reply::Stream(pieces) => Response::chunks(
+                200,
+                vec![
+                    (
+                        "content-type".into(),
+                        "text/event-stream; charset=utf-8".into(),
+                    ),
+                    ("cache-control".into(), "no-cache".into()),
+                ],
+                pieces.into_iter().map(|piece| match piece {
+                    Piece::Chunk(value) => Chunk::Bytes(format!("data: {value}\n\n").into_bytes()),
+                    Piece::Done => Chunk::Bytes(b"data: [DONE]\n\n".to_vec()),
+                    Piece::Bytes(text) => Chunk::Bytes(text.into_bytes()),
+                    Piece::Pause(d) => Chunk::Pause(d),
+                    Piece::Hang => Chunk::Hang,
+                }),
+            ),
         }
     }
-    true
-}
 
-/// Resolves when the client closes its side.
-async fn closed(reader: &mut OwnedReadHalf) {
-    let mut buf = [0u8; 256];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+    fn finished(&self, complete: bool) {
+        if !complete {
+            self.0.dropped.fetch_add(1, Ordering::SeqCst);
         }
+        self.0.changed.notify_waiters();
     }
-}
-
-/// The request's path, Authorization header and body (Content-Length framed).
-async fn read_request(reader: &mut OwnedReadHalf) -> Option<(String, String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 8192];
-    let header_end = loop {
-        let n = reader.read(&mut tmp).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&tmp[..n]);
-        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break pos + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
-    let path = head.split_whitespace().nth(1)?.to_string();
-    let header = |name: &str| {
-        head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_string())
-        })
-    };
-    let length: usize = header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let authorization = header("authorization").unwrap_or_default();
-    let mut body = buf[header_end..].to_vec();
-    while body.len() < length {
-        let n = reader.read(&mut tmp).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&tmp[..n]);
-    }
-    Some((path, authorization, body))
 }

@@ -12,21 +12,8 @@
 use std::path::PathBuf;
 
 use data_plane_embed::{DIMENSION, EmbedConfig, Embedder, Provider, cosine};
+use data_plane_testkit::model_dir;
 use serde::Deserialize;
-
-fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("DATA_PLANE_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.data/model/all-MiniLM-L6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "model files missing in {}: run `make setup` or set DATA_PLANE_MODEL_DIR",
-        dir.display()
-    );
-    dir
-}
 
 fn embedder_with_batch(batch_size: usize) -> Embedder {
     let mut config = EmbedConfig::local(model_dir());

@@ -7,13 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Json;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use data_plane_embed::{EmbedConfig, Embedder, Provider};
+use data_plane_testkit::http::{Request, Response, Server};
 use serde_json::{Value, json};
 
 /// What the fake server does with each request body.
@@ -22,38 +17,41 @@ type Behaviour = Arc<dyn Fn(&Value) -> Response + Send + Sync>;
 /// Each request the fake saw: its Authorization header and JSON body.
 type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
 
-#[derive(Clone)]
-struct Fake {
-    behaviour: Behaviour,
-    seen: Seen,
+/// `status` with this JSON body.
+fn json_reply(status: u16, body: Value) -> Response {
+    Response::whole(
+        status,
+        vec![("content-type".into(), "application/json".into())],
+        body.to_string(),
+    )
 }
 
-async fn embeddings(
-    State(fake): State<Fake>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Response {
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    fake.seen.lock().unwrap().push((auth, body.clone()));
-    (fake.behaviour)(&body)
+/// `status` with this text body.
+fn text_reply(status: u16, body: impl Into<Vec<u8>>) -> Response {
+    Response::whole(
+        status,
+        vec![("content-type".into(), "text/plain; charset=utf-8".into())],
+        body,
+    )
 }
 
 /// Starts the fake on a free port; returns its base url and the requests it saw.
-async fn serve(behaviour: Behaviour) -> (String, Seen) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let app = Router::new()
-        .route("/v1/embeddings", post(embeddings))
-        .with_state(Fake {
-            behaviour,
-            seen: Arc::clone(&seen),
-        });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), seen)
+async fn serve(behaviour: Behaviour) -> (String, Seen, Server) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let server = Server::start(move |request: Request| {
+        if request.method != "POST" || request.path != "/v1/embeddings" {
+            return text_reply(404, "");
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return text_reply(400, "body is not json");
+        };
+        let auth = request.header("authorization").map(str::to_owned);
+        log.lock().unwrap().push((auth, body.clone()));
+        behaviour(&body)
+    })
+    .await;
+    (server.url("/v1"), seen, server)
 }
 
 /// A well-behaved endpoint: the vector of text `t` is `[len(t), 1, 0]`
@@ -69,7 +67,10 @@ fn reversed_lengths(body: &Value) -> Response {
             json!({"object": "embedding", "index": i, "embedding": [len, 1.0, 0.0]})
         })
         .collect();
-    Json(json!({"object": "list", "data": data, "model": body["model"]})).into_response()
+    json_reply(
+        200,
+        json!({"object": "list", "data": data, "model": body["model"]}),
+    )
 }
 
 fn config(
@@ -98,7 +99,7 @@ fn config(
 
 #[tokio::test]
 async fn vectors_come_back_in_input_order_normalised_and_batched() {
-    let (url, seen) = serve(Arc::new(reversed_lengths)).await;
+    let (url, seen, _server) = serve(Arc::new(reversed_lengths)).await;
     let embedder = Embedder::from_config(&config(&url, Some("sk-test"), 3, 2)).unwrap();
     assert_eq!(embedder.dimension(), 3);
     assert_eq!(embedder.model_id(), "test-embed");
@@ -135,7 +136,7 @@ async fn vectors_come_back_in_input_order_normalised_and_batched() {
 
 #[tokio::test]
 async fn no_api_key_sends_no_authorization_header() {
-    let (url, seen) = serve(Arc::new(reversed_lengths)).await;
+    let (url, seen, _server) = serve(Arc::new(reversed_lengths)).await;
     let embedder = Embedder::from_config(&config(&url, None, 3, 8)).unwrap();
     embedder.embed_query("hello").await.unwrap();
     assert_eq!(seen.lock().unwrap()[0].0, None);
@@ -143,7 +144,7 @@ async fn no_api_key_sends_no_authorization_header() {
 
 /// Runs one embed call against a misbehaving endpoint and checks the error text.
 async fn check_error(behaviour: Behaviour, dimension: usize, expected: &[&str]) {
-    let (url, _) = serve(behaviour).await;
+    let (url, _, _server) = serve(behaviour).await;
     let embedder = Embedder::from_config(&config(&url, Some("k"), dimension, 8)).unwrap();
     let error = embedder
         .embed(&["one".to_owned(), "two".to_owned()])
@@ -169,25 +170,24 @@ async fn endpoint_failures_become_clear_errors() {
     .await;
     check_error(
         Arc::new(|_: &Value| {
-            (
-                StatusCode::UNAUTHORIZED,
-                r#"{"error":{"message":"Incorrect API key provided"}}"#,
-            )
-                .into_response()
+            text_reply(401, r#"{"error":{"message":"Incorrect API key provided"}}"#)
         }),
         3,
         &["HTTP 401", "Incorrect API key provided", "/v1/embeddings"],
     )
     .await;
     check_error(
-        Arc::new(|_: &Value| (StatusCode::INTERNAL_SERVER_ERROR, "x".repeat(5000)).into_response()),
+        Arc::new(|_: &Value| text_reply(500, "x".repeat(5000))),
         3,
         &["HTTP 500", "…"],
     )
     .await;
     check_error(
         Arc::new(|_: &Value| {
-            Json(json!({"data": [{"index": 0, "embedding": [1.0, 0.0, 0.0]}]})).into_response()
+            json_reply(
+                200,
+                json!({"data": [{"index": 0, "embedding": [1.0, 0.0, 0.0]}]}),
+            )
         }),
         3,
         &["1 vectors for 2 inputs"],
@@ -195,18 +195,20 @@ async fn endpoint_failures_become_clear_errors() {
     .await;
     check_error(
         Arc::new(|_: &Value| {
-            Json(json!({"data": [
-                {"index": 0, "embedding": [1.0, 0.0, 0.0]},
-                {"index": 0, "embedding": [0.0, 1.0, 0.0]}
-            ]}))
-            .into_response()
+            json_reply(
+                200,
+                json!({"data": [
+                    {"index": 0, "embedding": [1.0, 0.0, 0.0]},
+                    {"index": 0, "embedding": [0.0, 1.0, 0.0]}
+                ]}),
+            )
         }),
         3,
         &["index 0 appears twice"],
     )
     .await;
     check_error(
-        Arc::new(|_: &Value| "not json".into_response()),
+        Arc::new(|_: &Value| text_reply(200, "not json")),
         3,
         &["unusable response", "not json"],
     )
@@ -215,16 +217,14 @@ async fn endpoint_failures_become_clear_errors() {
 
 #[tokio::test]
 async fn a_slow_endpoint_times_out() {
-    let slow = Router::new().route(
-        "/v1/embeddings",
-        post(|| async {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            "too late"
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let slow_url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
+    let slow = Server::start(|_: Request| {
+        Response::Delayed(
+            Duration::from_secs(3),
+            Box::new(text_reply(200, "too late")),
+        )
+    })
+    .await;
+    let slow_url = slow.url("/v1");
 
     let embedder = Embedder::from_config(&config(&slow_url, None, 3, 8)).unwrap();
     let error = embedder.embed_query("hello").await.unwrap_err().to_string();

@@ -1,5 +1,6 @@
 //! For tests: a real HTTP/1.1 server on 127.0.0.1 serving scripted replies
-//! (pages, redirects, slow and endless bodies), and a resolver that answers
+//! (pages, redirects, slow and endless bodies; built on the test kit's
+//! bare-socket server), and a resolver that answers
 //! from a table and counts its lookups, so tests reach nothing but loopback.
 
 // Test support reports failure by panicking, like the tests that use it.
@@ -10,8 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use data_plane_testkit::http::{Chunk, Request, Response, Server};
 
 use crate::fetch::{Lookup, Resolve};
 
@@ -92,47 +92,45 @@ pub struct Seen {
 /// A server on 127.0.0.1:0; stops when dropped.
 #[derive(Debug)]
 pub struct LocalServer {
-    addr: SocketAddr,
+    server: Server,
     seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl LocalServer {
     /// Serves each path (with its query) from the table; other paths get 404.
     pub async fn start(routes: Vec<(&str, Reply)>) -> LocalServer {
-        let routes: Arc<HashMap<String, Reply>> = Arc::new(
-            routes
-                .into_iter()
-                .map(|(p, r)| (p.to_string(), r))
-                .collect(),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let routes: HashMap<String, Reply> = routes
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), r))
+            .collect();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let routes = routes.clone();
-                let log = log.clone();
-                tokio::spawn(async move {
-                    let _ = serve(stream, &routes, &log).await;
-                });
-            }
-        });
-        LocalServer { addr, seen, task }
+        let server = Server::start(move |request: Request| {
+            log.lock().unwrap().push(Seen {
+                path: request.path.clone(),
+                host: request.header("host").map(str::to_string),
+            });
+            routes
+                .get(&request.path)
+                .cloned()
+                .unwrap_or_else(|| Reply::status(404))
+                .into_response()
+        })
+        .await;
+        LocalServer { server, seen }
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.server.addr().port()
     }
 
     /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        self.server.url(path)
     }
 
     /// Every request so far, in order.
@@ -141,75 +139,26 @@ impl LocalServer {
     }
 }
 
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn serve(
-    mut stream: TcpStream,
-    routes: &HashMap<String, Reply>,
-    log: &Mutex<Vec<Seen>>,
-) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 || head.len() > 64 * 1024 {
-            return Ok(());
+impl Reply {
+    fn into_response(self) -> Response {
+        match self.body {
+            Body::Bytes(bytes) => Response::whole(self.status, self.headers, bytes),
+            Body::Trickle {
+                chunk,
+                every,
+                count,
+            } => Response::chunks(
+                self.status,
+                self.headers,
+                (0..count).flat_map(move |_| [Chunk::Bytes(chunk.clone()), Chunk::Pause(every)]),
+            ),
+            Body::Endless(chunk) => Response::chunks(
+                self.status,
+                self.headers,
+                std::iter::repeat(Chunk::Bytes(chunk)),
+            ),
         }
-        head.extend_from_slice(&buf[..n]);
     }
-    let head = String::from_utf8_lossy(&head).to_string();
-    let mut lines = head.split("\r\n");
-    let path = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("/")
-        .to_string();
-    let host = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("host"))
-        .map(|(_, v)| v.trim().to_string());
-    log.lock().unwrap().push(Seen {
-        path: path.clone(),
-        host,
-    });
-    let reply = routes
-        .get(&path)
-        .cloned()
-        .unwrap_or_else(|| Reply::status(404));
-    let mut out = format!(
-        "HTTP/1.1 {} Scripted\r\nConnection: close\r\n",
-        reply.status
-    );
-    for (k, v) in &reply.headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if let Body::Bytes(bytes) = &reply.body {
-        out.push_str(&format!("Content-Length: {}\r\n", bytes.len()));
-    }
-    out.push_str("\r\n");
-    stream.write_all(out.as_bytes()).await?;
-    match reply.body {
-        Body::Bytes(bytes) => stream.write_all(&bytes).await?,
-        Body::Trickle {
-            chunk,
-            every,
-            count,
-        } => {
-            for _ in 0..count {
-                stream.write_all(&chunk).await?;
-                stream.flush().await?;
-                tokio::time::sleep(every).await;
-            }
-        }
-        Body::Endless(chunk) => loop {
-            stream.write_all(&chunk).await?;
-        },
-    }
-    stream.shutdown().await
 }
 
 /// A resolver answering from a table; each name may have a list of

@@ -828,9 +828,7 @@ async fn a_slow_provider_is_cut_off_at_the_timeout() {
 #[tokio::test]
 async fn an_unreachable_provider_is_unavailable() {
     // A port that was just free: nothing listens there any more.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let base = format!("http://{}", data_plane_testkit::unused_addr());
     for kind in ProviderKind::ALL {
         let error = search_at(kind, &base, Duration::from_secs(2))
             .search(

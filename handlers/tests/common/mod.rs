@@ -12,9 +12,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_handlers::{Deps, PgLedger};
 use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_registry::{NoCallbacks, Permission, Registry, ToolContext, ToolResult};
@@ -44,31 +43,8 @@ pub struct World {
     pub docs: HashMap<String, Uuid>,
 }
 
-fn model_dir() -> PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
-/// One model per test binary: loading it is the slowest part of set-up.
-pub fn embedder() -> Arc<Embedder> {
-    static EMBEDDER: OnceLock<Arc<Embedder>> = OnceLock::new();
-    EMBEDDER
-        .get_or_init(|| {
-            Arc::new(
-                Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap_or_else(|e| {
-                    panic!("the local model is needed (run `make setup`): {e}")
-                }),
-            )
-        })
-        .clone()
-}
+/// The local model, loaded once per test binary: it is the slowest part of set-up.
+pub use data_plane_testkit::embedder;
 
 /// A fetcher that may reach test servers on 127.0.0.1 (and nothing else
 /// that is not public): the allow-list a deployment would set for its own

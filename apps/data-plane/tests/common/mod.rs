@@ -1,4 +1,4 @@
-//! What the server's integration tests share: where the local model lives,
+//! What the server's integration tests share: the local model (the test kit's),
 //! the secret their tokens are signed with, a server state over a test
 //! database, and serving it on 127.0.0.1.
 
@@ -6,37 +6,18 @@
 // failure by panicking, like the tests that call them.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
-use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_embed::Embedder;
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::{FetchConfig, Fetcher};
 use data_plane_web::search::WebSearch;
 
-/// The all-MiniLM-L6-v2 files `make setup` fetches.
-pub fn model_dir() -> PathBuf {
-    std::env::var("DATA_PLANE_MODEL_DIR")
-        .map(Into::into)
-        .unwrap_or_else(|_| {
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../.data/model/all-MiniLM-L6-v2"
-            )
-            .into()
-        })
-}
-
-/// The local embedding model, or a failure that says how to get it.
-pub fn embedder() -> Arc<Embedder> {
-    Arc::new(
-        Embedder::from_config(&EmbedConfig::local(model_dir()))
-            .unwrap_or_else(|e| panic!("the local model is needed (run `make setup`): {e}")),
-    )
-}
+/// The local model, loaded once per process.
+pub use data_plane_testkit::embedder;
 
 /// The secret every test signs its bearer tokens with.
 pub const JWT_SECRET: &str = "test-secret-test-secret-test-secret!";
