@@ -15,7 +15,9 @@ use data_plane_registry::{
 };
 use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
 use data_plane_store::ScopedTx;
-use data_plane_store::passages::{self, ChunkFilters as Filters, VectorHit, VectorStrategy};
+use data_plane_store::passages::{
+    self, ChunkFilters as Filters, FoundChunk, VectorHit, VectorStrategy,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -127,22 +129,10 @@ pub struct Hit {
     pub score: f64,
     /// Each retriever that found the passage, with its rank there (1 = best).
     pub found_by: Vec<FoundBy>,
-    pub chunk_id: i64,
-    pub document_id: Uuid,
-    pub path: String,
-    pub name: String,
-    pub title: Option<String>,
-    pub source_id: Uuid,
-    pub source: String,
-    pub space_id: Uuid,
-    pub heading: String,
-    pub page: Option<i32>,
-    /// Unicode code points into the document's content, end exclusive: the
-    /// text is `content[char_start..char_end]`, what read_document's `start`
-    /// takes.
-    pub char_start: i32,
-    pub char_end: i32,
-    pub text: String,
+    /// The passage, its document and source (`chunk_id`, `path`, `heading`,
+    /// `char_start`/`char_end`, `text`, ...), as fields of the hit itself.
+    #[serde(flatten)]
+    pub passage: FoundChunk,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -453,19 +443,7 @@ async fn read_back(
                 rank: hits.len() + 1,
                 score: r.score,
                 found_by: r.found_by,
-                chunk_id: row.id,
-                document_id: row.document_id,
-                path: row.path,
-                name: row.name,
-                title: row.title,
-                source_id: row.source_id,
-                source: row.source,
-                space_id: row.space_id,
-                heading: row.heading,
-                page: row.page,
-                char_start: row.char_start,
-                char_end: row.char_end,
-                text: row.text,
+                passage: row,
             });
         }
     }

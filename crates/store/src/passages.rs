@@ -256,8 +256,9 @@ fn to_hits(rows: Vec<(i64, f64)>) -> Vec<VectorHit> {
 }
 
 /// A chunk as search results show it, with its document and source.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow)]
 pub struct FoundChunk {
+    #[serde(rename = "chunk_id")]
     pub id: i64,
     pub document_id: Uuid,
     pub path: String,
@@ -268,6 +269,9 @@ pub struct FoundChunk {
     pub space_id: Uuid,
     pub heading: String,
     pub page: Option<i32>,
+    /// Unicode code points into the document's content, end exclusive: the
+    /// text is `content[char_start..char_end]`, what read_document's `start`
+    /// takes.
     pub char_start: i32,
     pub char_end: i32,
     pub text: String,
