@@ -14,7 +14,7 @@ use async_openai::types::chat::{
 };
 use data_plane_agent::{Agent, AgentError, ChatRequest, FinishReason, SubAgentSink};
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolEvent, ToolMeta,
 };
 use schemars::JsonSchema;
@@ -40,7 +40,12 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "a nested agent studies one document",
     available_when: "always",
     aliases: &["analyse_document"],
-    annotations: Annotations::READ_ONLY,
+    // Reads only, but a model answers differently each time, and a
+    // retry spends its budget again.
+    annotations: AnnotationHints {
+        idempotent: Some(false),
+        ..AnnotationHints::DERIVED
+    },
     cost: CostTier::Expensive,
     permission: Permission::User,
     timeout: Duration::from_millis(300000),
@@ -48,8 +53,9 @@ pub const META: ToolMeta = ToolMeta {
         cooldown: None,
         daily_limit: Some(200),
     },
-    needs_approval: false,
+    requires_gate: true,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {
@@ -58,18 +64,13 @@ pub fn available(_ctx: &ToolContext) -> bool {
 
 const NAME: &str = "analyze_document";
 
-/// The only tools the sub-agent is offered: they read the caller's own
-/// data and each takes a `document_id`, which the registry pins to the
-/// analysed document. Never analyze_document itself (no nesting), never
-/// the web tools (what the document says is the question, and a document
-/// could steer an agent that can fetch URLs into leaking it).
-pub const SUB_AGENT_TOOLS: &[&str] = &[
-    "document_info",
-    "grep_documents",
-    "query_documents",
-    "read_document",
-    "search_documents",
-];
+/// The agent profile of the sub-agent (definitions/agents/analyze_document.json):
+/// tools that read the caller's own data and take a `document_id`, which
+/// the registry pins to the analysed document. Whatever the file says, the
+/// sub-agent never gets analyze_document itself (no nesting) nor an
+/// open-world tool (a document could steer an agent that can fetch URLs
+/// into leaking it).
+pub const PROFILE: &str = "analyze_document";
 
 #[derive(Debug, Serialize)]
 pub struct Output {
@@ -126,7 +127,7 @@ pub async fn run(
     config.max_steps = limits.max_steps;
     config.token_budget = Some(limits.token_budget);
     config.system_prompt = None;
-    let agent = Agent::new(config, registry).map_err(|e| internal(NAME, e))?;
+    let agent = Agent::new(config, registry.clone()).map_err(|e| internal(NAME, e))?;
 
     // The registry fills the call id in before a handler runs; a direct
     // caller without one still gets events that belong together.
@@ -139,7 +140,24 @@ pub async fn run(
         .with_request_id(ctx.request_id.clone())
         .with_document_scope(args.document_id);
     sub_ctx.parent_call_id = Some(parent_call_id.clone());
-    sub_ctx.allow_list = Some(SUB_AGENT_TOOLS.iter().map(|t| (*t).to_string()).collect());
+    sub_ctx.deployment = ctx.deployment;
+    let allowed = registry
+        .resolve_profile(PROFILE, ctx.deployment)
+        .map_err(|e| {
+            tracing::error!(tool = NAME, error = %e, "the sub-agent's profile is missing");
+            ToolError::internal(format!("{NAME} cannot start its sub-agent: {e}"))
+        })?;
+    let allowed: Vec<String> = allowed
+        .iter()
+        .filter(|t| {
+            t.as_str() != NAME
+                && registry
+                    .get(t)
+                    .is_some_and(|e| !e.annotations.open_world)
+        })
+        .cloned()
+        .collect();
+    let sub_ctx = sub_ctx.with_allow_list(PROFILE, allowed.into());
 
     let request = ChatRequest {
         messages: vec![

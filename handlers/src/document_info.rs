@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use schemars::JsonSchema;
@@ -27,13 +27,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "extracted metadata of one document",
     available_when: "always",
     aliases: &["stat"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Cheap,
     permission: Permission::Guest,
     timeout: Duration::from_millis(5000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

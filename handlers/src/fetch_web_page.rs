@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolMeta,
 };
 use data_plane_web::WebError;
@@ -32,7 +32,7 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "readable content of a web page",
     available_when: "fetching web pages is switched on (the default)",
     aliases: &["fetch", "open_url"],
-    annotations: Annotations::READ_ONLY_OPEN_WORLD,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Expensive,
     permission: Permission::User,
     timeout: Duration::from_millis(30000),
@@ -40,8 +40,9 @@ pub const META: ToolMeta = ToolMeta {
         cooldown: None,
         daily_limit: Some(2000),
     },
-    needs_approval: false,
+    requires_gate: true,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(ctx: &ToolContext) -> bool {

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolMeta,
 };
 use schemars::JsonSchema;
@@ -42,13 +42,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "documents whose path or name matches a glob",
     available_when: "always",
     aliases: &["find", "glob"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Cheap,
     permission: Permission::Guest,
     timeout: Duration::from_millis(10000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use schemars::JsonSchema;
@@ -32,13 +32,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "folder hierarchy of a source with counts",
     available_when: "a space is selected",
     aliases: &["tree"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Cheap,
     permission: Permission::Guest,
     timeout: Duration::from_millis(10000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(ctx: &ToolContext) -> bool {

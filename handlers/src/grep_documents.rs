@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use data_plane_store::ScopedTx;
@@ -57,13 +57,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "exact text or regex matches with line numbers",
     available_when: "always",
     aliases: &["grep"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Moderate,
     permission: Permission::Guest,
     timeout: Duration::from_millis(20000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

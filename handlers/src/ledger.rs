@@ -544,6 +544,15 @@ struct Spooled {
     success: bool,
     error: Option<String>,
     args: serde_json::Value,
+    // Written by servers since the governance columns; older spools lack them.
+    #[serde(default)]
+    annotations: Option<data_plane_registry::Annotations>,
+    #[serde(default)]
+    side_effects: Vec<String>,
+    #[serde(default)]
+    gate: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 impl From<&AuditRecord> for Spooled {
@@ -560,6 +569,10 @@ impl From<&AuditRecord> for Spooled {
             success: r.success,
             error: r.error.clone(),
             args: r.args.clone(),
+            annotations: r.annotations,
+            side_effects: r.side_effects.clone(),
+            gate: r.gate.clone(),
+            agent: r.agent.clone(),
         }
     }
 }
@@ -578,6 +591,10 @@ impl From<Spooled> for AuditRecord {
             success: s.success,
             error: s.error,
             args: s.args,
+            annotations: s.annotations,
+            side_effects: s.side_effects,
+            gate: s.gate,
+            agent: s.agent,
         }
     }
 }
@@ -594,7 +611,7 @@ fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let mut q = sqlx::QueryBuilder::new(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args) ",
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent) ",
     );
     q.push_values(batch, |mut row, r| {
         row.push_bind(&r.call_id)
@@ -607,7 +624,11 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
             .push_bind(&r.parent_call_id)
             .push_bind(r.success)
             .push_bind(&r.error)
-            .push_bind(sqlx::types::Json(&r.args));
+            .push_bind(sqlx::types::Json(&r.args))
+            .push_bind(r.annotations.map(sqlx::types::Json))
+            .push_bind(&r.side_effects)
+            .push_bind(&r.gate)
+            .push_bind(&r.agent);
     });
     q.build()
         .execute(&mut *tx)
@@ -624,8 +645,8 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
 async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
           WHERE NOT EXISTS (SELECT 1 FROM tool_calls
                              WHERE call_id = $1 AND ts = $2 AND tool = $3 AND request_id = $7)",
     )
@@ -640,6 +661,10 @@ async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::S
     .bind(r.success)
     .bind(&r.error)
     .bind(sqlx::types::Json(&r.args))
+    .bind(r.annotations.map(sqlx::types::Json))
+    .bind(&r.side_effects)
+    .bind(&r.gate)
+    .bind(&r.agent)
     .execute(&mut *tx)
     .await
     .map_err(data_plane_store::StoreError::from)?;

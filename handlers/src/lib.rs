@@ -54,7 +54,13 @@ fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result
 /// Turns a handler module (`Args`, `META`, `available`, `run`) into a
 /// registry entry.
 macro_rules! entry {
-    ($deps:expr, $tool:ident) => {{
+    ($deps:expr, $tool:ident) => {
+        entry!($deps, $tool, None)
+    };
+    ($deps:expr, $tool:ident, shape) => {
+        entry!($deps, $tool, Some($tool::shape))
+    };
+    ($deps:expr, $tool:ident, $shape:expr) => {{
         struct Handler(Option<Arc<Deps>>);
 
         #[async_trait]
@@ -86,6 +92,7 @@ macro_rules! entry {
             file: concat!("handlers/src/", stringify!($tool), ".rs"),
             meta: $tool::META,
             available: $tool::available,
+            shape: $shape,
             handler: Arc::new(Handler($deps.cloned())),
             args_schema: serde_json::to_value(schemars::schema_for!($tool::Args))
                 .unwrap_or_default(),
@@ -107,7 +114,7 @@ pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
         entry!(deps, list_sources),
         entry!(deps, query_documents),
         entry!(deps, read_document),
-        entry!(deps, search_documents),
+        entry!(deps, search_documents, shape),
         entry!(deps, web_search),
     ]
 }
@@ -121,17 +128,35 @@ pub fn settings() -> Settings {
 /// The setting by which an admin chooses web_search's provider.
 pub use web_search::PROVIDER as WEB_SEARCH_PROVIDER;
 
+/// The agent profiles the server itself relies on: `chat` (the default of
+/// /v1/chat), `explore`, `analyze_document` (the sub-agent's) and
+/// `service` (executeTool over HTTP and the module protocol).
+pub const REQUIRED_PROFILES: [&str; 4] = ["analyze_document", "chat", "explore", "service"];
+
 /// The registry of every tool, with the given ledger.
 pub fn registry(deps: &Arc<Deps>, ledger: Arc<dyn Ledger>) -> Result<Registry, RegistryError> {
-    Registry::build(definitions(), all(Some(deps)), ledger)
+    with_required_profiles(Registry::build(definitions(), all(Some(deps)), ledger)?)
 }
 
 /// The registry without any service behind it, for `data-plane tools` and
 /// checks that need no database.
 pub fn offline_registry() -> Result<Registry, RegistryError> {
-    Registry::build(
+    with_required_profiles(Registry::build(
         definitions(),
         all(None),
         Arc::new(data_plane_registry::NoLedger),
-    )
+    )?)
+}
+
+fn with_required_profiles(registry: Registry) -> Result<Registry, RegistryError> {
+    let problems: Vec<String> = REQUIRED_PROFILES
+        .iter()
+        .filter(|p| registry.profile(p).is_none())
+        .map(|p| format!("the agent profile {p} is missing (expected definitions/agents/{p}.json)"))
+        .collect();
+    if problems.is_empty() {
+        Ok(registry)
+    } else {
+        Err(RegistryError { problems })
+    }
 }

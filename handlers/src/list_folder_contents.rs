@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use data_plane_store::ScopedTx;
@@ -38,13 +38,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "folders and documents in one folder, paginated",
     available_when: "a space is selected",
     aliases: &["ls", "list_folder"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Cheap,
     permission: Permission::Guest,
     timeout: Duration::from_millis(5000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(ctx: &ToolContext) -> bool {

@@ -10,7 +10,7 @@ mod typed;
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolMeta,
 };
 use data_plane_store::ScopedTx;
@@ -45,7 +45,7 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "SQL or a question over a document's tables",
     available_when: "always",
     aliases: &["sql"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Moderate,
     permission: Permission::Guest,
     timeout: Duration::from_millis(20000),
@@ -55,8 +55,9 @@ pub const META: ToolMeta = ToolMeta {
         cooldown: None,
         daily_limit: Some(2000),
     },
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

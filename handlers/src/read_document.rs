@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use schemars::JsonSchema;
@@ -31,13 +31,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "document text by character range",
     available_when: "always",
     aliases: &["read", "cat"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Cheap,
     permission: Permission::Guest,
     timeout: Duration::from_millis(10000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

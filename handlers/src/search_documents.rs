@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
+    AnnotationHints, Callbacks, ErrorCode, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
     ToolMeta,
 };
 use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
@@ -20,6 +20,7 @@ use data_plane_store::passages::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::Deps;
@@ -49,13 +50,14 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "hybrid, vector or keyword search over passages",
     available_when: "always",
     aliases: &["search"],
-    annotations: Annotations::READ_ONLY,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Moderate,
     permission: Permission::Guest,
     timeout: Duration::from_millis(20000),
     limits: RateLimits::NONE,
-    needs_approval: false,
+    requires_gate: false,
     defer_loading: false,
+    tag: None,
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {
@@ -81,8 +83,40 @@ pub enum Mode {
     Keyword,
 }
 
+/// Without a working embedding engine only keyword search is offered: the
+/// definition's `mode` narrows to `keyword`, which becomes the default.
+pub fn shape(definition: &mut Value, ctx: &ToolContext) {
+    if ctx.deployment.embedding_ok {
+        return;
+    }
+    if let Some(mode) = definition.pointer_mut("/parameters/properties/mode") {
+        mode["enum"] = serde_json::json!(["keyword"]);
+        mode["default"] = serde_json::json!("keyword");
+        mode["description"] = serde_json::json!(
+            "Retriever: keyword (semantic search is unavailable: no embedding engine is answering)."
+        );
+    }
+    if let Some(description) = definition.get_mut("description") {
+        *description = serde_json::json!(
+            "Search the documents' text by keywords (BM25). Returns the best passages with their document, path and character offsets for citation. Put exact phrases in double quotes."
+        );
+    }
+}
+
 impl Mode {
-    fn parse(mode: Option<&str>) -> Result<Mode, ToolError> {
+    fn parse(mode: Option<&str>, ctx: &ToolContext) -> Result<Mode, ToolError> {
+        if !ctx.deployment.embedding_ok {
+            return match mode.unwrap_or("keyword") {
+                "keyword" => Ok(Mode::Keyword),
+                "hybrid" | "vector" => Err(ToolError::new(
+                    ErrorCode::NotAvailable,
+                    "vector and hybrid search are not available: no embedding engine is answering; use mode keyword",
+                )),
+                other => Err(ToolError::invalid(format!(
+                    "mode {other:?} is not available; use keyword"
+                ))),
+            };
+        }
         match mode.unwrap_or("hybrid") {
             "hybrid" => Ok(Mode::Hybrid),
             "vector" => Ok(Mode::Vector),
@@ -173,7 +207,7 @@ pub async fn run(
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
     let started = Instant::now();
-    let mode = Mode::parse(args.mode.as_deref())?;
+    let mode = Mode::parse(args.mode.as_deref(), ctx)?;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
     let query = args.query.trim().to_string();
     if !query.chars().any(char::is_alphanumeric) {

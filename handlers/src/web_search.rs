@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolMeta, ToolSetting,
 };
 use data_plane_web::WebError;
@@ -49,7 +49,7 @@ pub const META: ToolMeta = ToolMeta {
     short_description: "search the web through the configured provider",
     available_when: "an admin has switched web search on",
     aliases: &["search_web"],
-    annotations: Annotations::READ_ONLY_OPEN_WORLD,
+    annotations: AnnotationHints::DERIVED,
     cost: CostTier::Expensive,
     permission: Permission::User,
     timeout: Duration::from_millis(20000),
@@ -57,8 +57,9 @@ pub const META: ToolMeta = ToolMeta {
         cooldown: Some(Duration::from_millis(500)),
         daily_limit: Some(500),
     },
-    needs_approval: false,
+    requires_gate: true,
     defer_loading: false,
+    tag: None,
 };
 
 /// Which configured provider web_search uses, chosen by an admin.

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use common::World;
 use data_plane_handlers::{LedgerOptions, PgLedger};
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, HandlerEntry,
+    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, HandlerEntry,
     NoCallbacks, NoLedger, Permission, RateLimits, Registry, Settings, ToolContext, ToolError,
     ToolHandler, ToolMeta, ToolResult,
 };
@@ -49,11 +49,17 @@ fn repo_root() -> &'static Path {
 async fn every_definition_has_its_handler_and_the_other_way_round() {
     let w = World::new().await;
     // What the build embedded is what definitions/ holds now.
-    let mut on_disk: Vec<String> = std::fs::read_dir(repo_root().join("definitions"))
-        .unwrap()
-        .map(|e| format!("definitions/{}", e.unwrap().file_name().to_string_lossy()))
-        .collect();
-    on_disk.sort();
+    let mut on_disk: Vec<String> = Vec::new();
+    for folder in ["definitions", "definitions/agents"] {
+        let mut files: Vec<String> = std::fs::read_dir(repo_root().join(folder))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| format!("{folder}/{}", e.file_name().to_string_lossy()))
+            .collect();
+        files.sort();
+        on_disk.extend(files);
+    }
     let embedded: Vec<String> = data_plane_handlers::definitions()
         .into_iter()
         .map(|d| d.file)
@@ -120,13 +126,14 @@ fn meta(timeout: Duration, limits: RateLimits, aliases: &'static [&'static str])
         short_description: "a tool of the registry tests",
         available_when: "always",
         aliases,
-        annotations: Annotations::READ_ONLY,
+        annotations: AnnotationHints::DERIVED,
         cost: CostTier::Cheap,
         permission: Permission::Guest,
         timeout,
         limits,
-        needs_approval: false,
+        requires_gate: false,
         defer_loading: false,
+        tag: None,
     }
 }
 
@@ -150,6 +157,7 @@ fn handler_with(
         file,
         meta,
         available: |_| true,
+        shape: None,
         handler: Arc::new(Scripted(behaviour)),
         args_schema: json!({}),
     }
@@ -925,6 +933,10 @@ async fn an_audit_record_refused_on_every_retry_is_spooled_then_written() {
             success: true,
             error: None,
             args: json!({"q": "kept"}),
+            annotations: None,
+            side_effects: Vec::new(),
+            gate: None,
+            agent: None,
         })
         .await
         .unwrap();

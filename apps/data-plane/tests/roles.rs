@@ -851,6 +851,10 @@ async fn an_audit_record_outlives_a_failed_write() {
             success: true,
             error: None,
             args: json!({}),
+            annotations: None,
+            side_effects: Vec::new(),
+            gate: None,
+            agent: None,
         })
         .await
         .unwrap();

@@ -469,7 +469,7 @@ impl Agent {
                 && self
                     .registry
                     .get(&c.name)
-                    .is_some_and(|e| e.meta.annotations.read_only)
+                    .is_some_and(|e| e.annotations.read_only)
         };
         let mut results = Vec::with_capacity(calls.len());
         let mut start = 0;
@@ -510,7 +510,8 @@ impl Agent {
     }
 
     /// One call through the registry, retried once when it failed in a way
-    /// a retry may fix.
+    /// a retry may fix and the tool is idempotent (calling it twice does
+    /// no more than calling it once).
     async fn execute_one(
         &self,
         call: &PlannedCall,
@@ -544,6 +545,13 @@ impl Agent {
             .execute_tool(&call.name, args.clone(), &ctx, callbacks)
             .await;
         if first.success || !first.error.as_ref().is_some_and(|e| e.retryable) {
+            return first;
+        }
+        if !self
+            .registry
+            .get(&call.name)
+            .is_some_and(|e| e.annotations.idempotent)
+        {
             return first;
         }
         tracing::debug!(tool = %call.name, call_id = %call.id, "retrying a failed tool call once");

@@ -19,7 +19,7 @@ use data_plane_agent::{
     Agent, AgentConfig, AgentError, AgentEvent, ChatRequest, FinishReason, RunOutcome, SubAgentSink,
 };
 use data_plane_registry::{
-    Annotations, Callbacks, Category, ChannelCallbacks, CostTier, DefinitionFile, ErrorCode,
+    AnnotationHints, Callbacks, Category, ChannelCallbacks, CostTier, DefinitionFile, ErrorCode,
     HandlerEntry, NoLedger, Permission, RateLimits, Registry, ToolContext, ToolError, ToolEvent,
     ToolHandler, ToolMeta,
 };
@@ -109,24 +109,24 @@ fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
                 available_when: "always",
                 aliases: &[],
                 annotations: if name == "write_note" {
-                    Annotations {
-                        read_only: false,
-                        destructive: false,
-                        idempotent: false,
-                        open_world: false,
-                        requires_confirmation: false,
+                    AnnotationHints {
+                        read_only: Some(false),
+                        destructive: Some(false),
+                        ..AnnotationHints::DERIVED
                     }
                 } else {
-                    Annotations::READ_ONLY
+                    AnnotationHints::DERIVED
                 },
                 cost: CostTier::Cheap,
                 permission: Permission::User,
                 timeout: Duration::from_secs(10),
                 limits: RateLimits::NONE,
-                needs_approval: false,
+                requires_gate: false,
                 defer_loading: false,
+                tag: None,
             },
             available: |_| true,
+            shape: None,
             handler: Arc::new(TestTool {
                 name,
                 journal: journal.clone(),

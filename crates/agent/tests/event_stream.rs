@@ -14,7 +14,7 @@ use data_plane_agent::testing::{
 };
 use data_plane_agent::{Agent, AgentConfig, AgentEvent, ChatRequest, SubAgentSink};
 use data_plane_registry::{
-    Annotations, Callbacks, Category, CostTier, DefinitionFile, HandlerEntry, NoLedger, Permission,
+    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, HandlerEntry, NoLedger, Permission,
     RateLimits, Registry, ToolContext, ToolError, ToolEvent, ToolHandler, ToolMeta,
 };
 use expect_test::expect;
@@ -102,15 +102,17 @@ fn entry(name: &'static str, handler: Arc<dyn ToolHandler>) -> HandlerEntry {
             short_description: "test tool",
             available_when: "always",
             aliases: &[],
-            annotations: Annotations::READ_ONLY,
+            annotations: AnnotationHints::DERIVED,
             cost: CostTier::Cheap,
             permission: Permission::User,
             timeout: Duration::from_secs(10),
             limits: RateLimits::NONE,
-            needs_approval: false,
+            requires_gate: false,
             defer_loading: false,
+            tag: None,
         },
         available: |_| true,
+        shape: None,
         handler,
         args_schema: json!({}),
     }

@@ -1,6 +1,6 @@
 //! The context every tool call runs in.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use uuid::Uuid;
 
@@ -20,9 +20,17 @@ pub struct ToolContext {
     pub call_id: Option<String>,
     /// The tool call that started the sub-agent making this call.
     pub parent_call_id: Option<String>,
-    /// When set, only these tools are offered and may run (a sub-agent's
-    /// allow-list).
+    /// When set, only these tools are offered and may run: the agent
+    /// profile's allow-list resolved for this deployment
+    /// (`Registry::resolve_profile`), or a test's own list.
     pub allow_list: Option<Arc<[String]>>,
+    /// The agent profile the allow-list came from, for logs and the audit.
+    pub agent: Option<Arc<str>>,
+    /// What the deployment can do right now (a local model, embeddings).
+    pub deployment: Deployment,
+    /// What the call being executed did beyond answering; the registry
+    /// gives every call a fresh one and copies it into the result.
+    pub side_effects: SideEffects,
     /// When set, every call may reach only this document: the registry pins
     /// the `document_id` argument to it (refusing another) and refuses tools
     /// that take none (analyze_document's sub-agent).
@@ -40,6 +48,9 @@ impl ToolContext {
             call_id: None,
             parent_call_id: None,
             allow_list: None,
+            agent: None,
+            deployment: Deployment::default(),
+            side_effects: SideEffects::default(),
             document_scope: None,
         }
     }
@@ -57,6 +68,25 @@ impl ToolContext {
     pub fn with_call_id(mut self, call_id: impl Into<String>) -> Self {
         self.call_id = Some(call_id.into());
         self
+    }
+
+    /// Offers and allows only `tools` (a resolved profile named `agent`).
+    pub fn with_allow_list(mut self, agent: &str, tools: Arc<[String]>) -> Self {
+        self.agent = Some(Arc::from(agent));
+        self.allow_list = Some(tools);
+        self
+    }
+
+    pub fn with_deployment(mut self, deployment: Deployment) -> Self {
+        self.deployment = deployment;
+        self
+    }
+
+    /// Records what the running call did beyond answering, in the
+    /// `kind:what` form (`fetched:https://example.org/`,
+    /// `queried:document_tables`, `searched:web:vacuum full`).
+    pub fn side_effect(&self, effect: impl Into<String>) {
+        self.side_effects.push(effect.into());
     }
 
     /// Limits every call to one document (see `document_scope`).
@@ -79,5 +109,47 @@ impl ToolContext {
         self.allow_list
             .as_ref()
             .is_none_or(|list| list.iter().any(|t| t == tool))
+    }
+}
+
+/// What the deployment can do, as profiles' conditions and tools'
+/// definitions read it. Set by the server per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deployment {
+    /// The language model runs on the deployment's own machines (a
+    /// setting): profiles may offer fewer or other tools to it.
+    pub local_model: bool,
+    /// An embedding engine is configured and answering: without one, vector
+    /// and hybrid search are not offered, keyword search is.
+    pub embedding_ok: bool,
+}
+
+impl Default for Deployment {
+    /// A hosted model with embeddings answering.
+    fn default() -> Self {
+        Deployment {
+            local_model: false,
+            embedding_ok: true,
+        }
+    }
+}
+
+/// The side effects of one call, collected while it runs (a call's
+/// handler may record them from several tasks).
+#[derive(Debug, Clone, Default)]
+pub struct SideEffects(Arc<Mutex<Vec<String>>>);
+
+impl SideEffects {
+    pub fn push(&self, effect: String) {
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // A tool that fetches the same page twice did one thing, once said.
+        if !list.contains(&effect) && list.len() < 64 {
+            list.push(effect);
+        }
+    }
+
+    /// What was recorded so far.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::{Callbacks, Permission, ToolContext, ToolError};
 
 /// Where a tool shows up in listings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Navigation,
@@ -20,38 +20,144 @@ pub enum Category {
     Web,
 }
 
-/// Hints for clients and models (MCP's tool annotations).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+impl Category {
+    pub const ALL: [Category; 4] = [
+        Category::Navigation,
+        Category::Search,
+        Category::Document,
+        Category::Web,
+    ];
+
+    /// The name profiles, policies and listings use (`navigation`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Navigation => "navigation",
+            Category::Search => "search",
+            Category::Document => "document",
+            Category::Web => "web",
+        }
+    }
+}
+
+/// What a call does to the world, as clients and models read it (MCP's
+/// tool annotations) and as the registry acts on it: only idempotent tools
+/// are retried automatically, only read-only tools run concurrently, and a
+/// tool that requires confirmation runs only when the registry's approver
+/// says so.
+///
+/// Every tool has all five; [`Annotations::derive`] fills in what its
+/// metadata does not state ([`AnnotationHints`]) by written rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Annotations {
+    /// Changes nothing: not the deployment's data, not the outside world.
     pub read_only: bool,
+    /// May destroy or overwrite something.
     pub destructive: bool,
+    /// Calling again with the same arguments has no further effect and may
+    /// be retried safely.
     pub idempotent: bool,
     /// Reaches beyond the deployment's own data (the web).
     pub open_world: bool,
+    /// A person must approve each call before it runs.
     pub requires_confirmation: bool,
 }
 
-impl Annotations {
-    /// A tool that only reads the deployment's own data.
-    pub const READ_ONLY: Annotations = Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        requires_confirmation: false,
-    };
-    /// A tool that only reads, but from the open web.
-    pub const READ_ONLY_OPEN_WORLD: Annotations = Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: false,
-        open_world: true,
-        requires_confirmation: false,
+/// What a tool's metadata states about its [`Annotations`]; `None` leaves
+/// the field to the rules of [`Annotations::derive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct AnnotationHints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_confirmation: Option<bool>,
+}
+
+impl AnnotationHints {
+    /// Nothing stated: every annotation follows the rules.
+    pub const DERIVED: AnnotationHints = AnnotationHints {
+        read_only: None,
+        destructive: None,
+        idempotent: None,
+        open_world: None,
+        requires_confirmation: None,
     };
 }
 
+impl Annotations {
+    /// The annotations of a tool of `category` whose metadata states
+    /// `hints`. The rules, each applying where the hints are silent:
+    ///
+    /// 1. every category reads: navigation, search and document tools read
+    ///    the deployment's own data, web tools read the web; so a tool is
+    ///    read-only unless it says otherwise;
+    /// 2. web tools are open-world, the others are not;
+    /// 3. a read-only tool is never destructive; a tool that writes is
+    ///    destructive unless it says otherwise;
+    /// 4. a read-only tool over the deployment's own data is idempotent;
+    ///    an open-world one is not (the web changes between two calls, and a
+    ///    repeated fetch is another request to somebody else's server), nor
+    ///    is a tool that writes;
+    /// 5. a destructive tool requires confirmation, others do not.
+    ///
+    /// Contradictions (read-only and destructive) are refused at start-up by
+    /// the registry, naming the handler.
+    pub fn derive(category: Category, hints: AnnotationHints) -> Annotations {
+        let read_only = hints.read_only.unwrap_or(true);
+        let open_world = hints.open_world.unwrap_or(category == Category::Web);
+        let destructive = hints.destructive.unwrap_or(!read_only);
+        let idempotent = hints.idempotent.unwrap_or(read_only && !open_world);
+        let requires_confirmation = hints.requires_confirmation.unwrap_or(destructive);
+        Annotations {
+            read_only,
+            destructive,
+            idempotent,
+            open_world,
+            requires_confirmation,
+        }
+    }
+
+    /// As tracing fields and audit columns print them: the names of the
+    /// annotations that hold, comma-separated (`read_only,idempotent`).
+    pub fn flags(&self) -> String {
+        [
+            (self.read_only, "read_only"),
+            (self.destructive, "destructive"),
+            (self.idempotent, "idempotent"),
+            (self.open_world, "open_world"),
+            (self.requires_confirmation, "requires_confirmation"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect::<Vec<_>>()
+        .join(",")
+    }
+}
+
+/// How a model without function calling writes a call to the tool as one
+/// line of text: `PREFIX: argument` (`SEARCH: vacuum full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TagSpec {
+    /// The word that opens the line, upper-case (`SEARCH`).
+    pub tag_prefix: &'static str,
+    /// A regular expression over the text after `PREFIX:`, whose named
+    /// groups are the call's arguments (`(?P<query>.+)`). Checked against
+    /// the definition at start-up.
+    pub pattern: &'static str,
+    /// One line the prompt shows as an example (`SEARCH: vacuum full`).
+    pub example: &'static str,
+    /// Keep the line out of the text the user sees (the default).
+    pub strip_from_display: bool,
+}
+
 /// Rough cost of one call, for agents that budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CostTier {
     /// One or two indexed database reads.
@@ -141,16 +247,22 @@ pub struct ToolMeta {
     /// the error for a call outside that context.
     pub available_when: &'static str,
     pub aliases: &'static [&'static str],
-    pub annotations: Annotations,
+    /// What the tool states about its annotations; the registry derives the
+    /// rest (see [`Annotations::derive`]).
+    pub annotations: AnnotationHints,
     pub cost: CostTier,
     pub permission: Permission,
     #[serde(rename = "timeout_ms", serialize_with = "timeout_ms")]
     pub timeout: Duration,
     pub limits: RateLimits,
-    /// Calls wait for a person's approval before they run.
-    pub needs_approval: bool,
-    /// Offered to the model only on request (tool search), not up front.
+    /// Calls pass the registry's gate (an evaluation service or a policy)
+    /// before they run.
+    pub requires_gate: bool,
+    /// Left out of the tool list sent up front; the discovery meta-tools
+    /// still find it.
     pub defer_loading: bool,
+    /// How a model without function calling writes a call, if it can.
+    pub tag: Option<TagSpec>,
 }
 
 fn timeout_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -176,6 +288,9 @@ pub struct HandlerEntry {
     pub file: &'static str,
     pub meta: ToolMeta,
     pub available: fn(&ToolContext) -> bool,
+    /// Adjusts the tool's definition to what a context can do (search
+    /// without embeddings offers only keyword mode); `None`: as written.
+    pub shape: Option<fn(&mut Value, &ToolContext)>,
     pub handler: Arc<dyn ToolHandler>,
     /// JSON Schema of the handler's argument type, compared with the
     /// definition by a test.

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{RateLimits, ToolContext};
+use crate::{Annotations, RateLimits, ToolContext};
 
 /// Why a call was not admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,16 @@ pub struct AuditRecord {
     pub success: bool,
     pub error: Option<String>,
     pub args: Value,
+    /// The tool's annotations; `None` for a name no tool has.
+    pub annotations: Option<Annotations>,
+    /// What the call did beyond answering (see `ToolResult::side_effects`).
+    pub side_effects: Vec<String>,
+    /// What the gate decided, for tools that pass it: `allow`, `deny`,
+    /// `ask` or `fail_open` (the gate failed or was too slow, and the call
+    /// ran).
+    pub gate: Option<String>,
+    /// The agent profile the call ran under.
+    pub agent: Option<String>,
 }
 
 /// Rate-limit state and the audit log, kept where every replica sees them.

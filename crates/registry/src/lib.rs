@@ -6,23 +6,27 @@
 //! Nothing here touches the network or the database: rate limits, the audit
 //! log and settings come in through the [`Ledger`] trait.
 
+mod approval;
 mod callbacks;
 mod context;
 mod entry;
 mod ledger;
+mod profile;
 mod registry;
 mod result;
 mod settings;
 pub mod suggest;
 
+pub use approval::{Approval, Approver};
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
-pub use context::ToolContext;
+pub use context::{Deployment, SideEffects, ToolContext};
 pub use entry::{
-    Annotations, Category, CostTier, DefinitionFile, HandlerEntry, RateLimitOverride, RateLimits,
-    ToolHandler, ToolMeta,
+    AnnotationHints, Annotations, Category, CostTier, DefinitionFile, HandlerEntry,
+    RateLimitOverride, RateLimits, TagSpec, ToolHandler, ToolMeta,
 };
+pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
-pub use registry::{Registry, RegistryError, ToolEntry};
+pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};
 

@@ -8,10 +8,15 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Value, json};
 
+use crate::approval::{Approval, Approver};
 use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
+use crate::profile::{self, AgentProfile};
 use crate::suggest::close_names;
-use crate::{Callbacks, ErrorCode, ToolContext, ToolError, ToolEvent, ToolResult};
+use crate::{
+    Annotations, Callbacks, Category, Deployment, ErrorCode, ToolContext, ToolError, ToolEvent,
+    ToolResult,
+};
 
 /// A definition joined with its handler.
 pub struct ToolEntry {
@@ -21,7 +26,12 @@ pub struct ToolEntry {
     pub definition_file: String,
     pub handler_file: &'static str,
     pub meta: ToolMeta,
+    /// The metadata's annotation hints with the rules applied.
+    pub annotations: Annotations,
     pub available: fn(&ToolContext) -> bool,
+    /// Adjusts the definition to what a context can do (see
+    /// `HandlerEntry::shape`).
+    pub shape: Option<fn(&mut Value, &ToolContext)>,
     pub args_schema: Value,
     handler: Arc<dyn ToolHandler>,
     validator: jsonschema::Validator,
@@ -48,6 +58,21 @@ impl ToolEntry {
     pub fn openai_tool(&self) -> Value {
         json!({ "type": "function", "function": self.definition })
     }
+
+    /// The definition as offered in `ctx` (the tool may narrow it to what
+    /// the deployment can do, such as search modes without embeddings).
+    pub fn definition_for(&self, ctx: &ToolContext) -> Value {
+        let mut definition = self.definition.clone();
+        if let Some(shape) = self.shape {
+            shape(&mut definition, ctx);
+        }
+        definition
+    }
+
+    /// [`ToolEntry::openai_tool`] as offered in `ctx`.
+    pub fn openai_tool_for(&self, ctx: &ToolContext) -> Value {
+        json!({ "type": "function", "function": self.definition_for(ctx) })
+    }
 }
 
 /// The registry could not be built; every problem is listed, each naming its file.
@@ -61,7 +86,9 @@ pub struct RegistryError {
 pub struct Registry {
     tools: Vec<ToolEntry>,
     by_name: HashMap<String, usize>,
+    profiles: BTreeMap<String, AgentProfile>,
     ledger: Arc<dyn Ledger>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -166,15 +193,19 @@ fn check_definition(def: &DefinitionFile) -> Result<(Value, jsonschema::Validato
 }
 
 impl Registry {
-    /// Joins definitions with handlers. Any definition without a handler,
-    /// handler without a definition, duplicate name or alias, or invalid
-    /// definition is an error that names the files.
+    /// Joins definitions with handlers and reads the agent profiles (files
+    /// under an `agents/` folder among `definitions`). Any definition
+    /// without a handler, handler without a definition, duplicate name or
+    /// alias, invalid definition, contradictory annotations, or profile
+    /// naming an unknown tool or category is an error that names the files.
     pub fn build(
         definitions: Vec<DefinitionFile>,
         handlers: Vec<HandlerEntry>,
         ledger: Arc<dyn Ledger>,
     ) -> Result<Registry, RegistryError> {
         let mut problems = Vec::new();
+        let (profile_files, definitions): (Vec<DefinitionFile>, Vec<DefinitionFile>) =
+            definitions.into_iter().partition(is_profile_file);
         let mut defs: BTreeMap<String, (Value, jsonschema::Validator, String)> = BTreeMap::new();
         // Files that failed their checks, by stem: a handler of that name has
         // a definition, only not a usable one, and is told so.
@@ -242,13 +273,28 @@ impl Registry {
             let Some((definition, validator, file)) = defs.remove(h.name) else {
                 continue;
             };
+            let annotations = Annotations::derive(h.meta.category, h.meta.annotations);
+            if annotations.read_only && annotations.destructive {
+                problems.push(format!(
+                    "{}: a tool cannot be both read-only and destructive",
+                    h.file
+                ));
+            }
+            if META_TOOLS.contains(&h.name) {
+                problems.push(format!(
+                    "{}: {} is the name of a discovery meta-tool",
+                    h.file, h.name
+                ));
+            }
             tools.push(ToolEntry {
                 name: h.name.to_string(),
                 definition,
                 definition_file: file,
                 handler_file: h.file,
                 meta: h.meta,
+                annotations,
                 available: h.available,
+                shape: h.shape,
                 args_schema: h.args_schema,
                 handler: h.handler,
                 validator,
@@ -272,14 +318,56 @@ impl Registry {
                 by_name.insert((*alias).to_string(), i);
             }
         }
+        let categories: BTreeMap<String, Category> = tools
+            .iter()
+            .map(|t| (t.name.clone(), t.meta.category))
+            .collect();
+        let profile_files: Vec<(String, String)> =
+            profile_files.into_iter().map(|f| (f.file, f.text)).collect();
+        let profiles = profile::load(&profile_files, &categories, &mut problems);
         if !problems.is_empty() {
             return Err(RegistryError { problems });
         }
         Ok(Registry {
             tools,
             by_name,
+            profiles,
             ledger,
+            approver: None,
         })
+    }
+
+    /// Lets `approver` decide the calls of tools that require confirmation
+    /// (without one, they are refused with `approval_required`).
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Every agent profile, by name.
+    pub fn profiles(&self) -> &BTreeMap<String, AgentProfile> {
+        &self.profiles
+    }
+
+    /// A profile by name.
+    pub fn profile(&self, name: &str) -> Option<&AgentProfile> {
+        self.profiles.get(name)
+    }
+
+    /// The tools profile `name` allows in `deployment`; an unknown name is
+    /// an error that lists the known ones.
+    pub fn resolve_profile(
+        &self,
+        name: &str,
+        deployment: Deployment,
+    ) -> Result<Arc<[String]>, String> {
+        match self.profiles.get(name) {
+            Some(p) => Ok(p.tools_for(deployment)),
+            None => Err(format!(
+                "unknown agent profile {name:?}; known profiles: {}",
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
     }
 
     /// Every tool, alphabetically.
@@ -295,7 +383,7 @@ impl Registry {
     /// The tools offered in `ctx`, in OpenAI's `tools` format.
     pub fn get_available_tools(&self, ctx: &ToolContext) -> Vec<Value> {
         self.available_entries(ctx)
-            .map(ToolEntry::openai_tool)
+            .map(|e| e.openai_tool_for(ctx))
             .collect()
     }
 
@@ -330,25 +418,31 @@ impl Registry {
             arguments: args.clone(),
         });
 
+        let side_effects = crate::SideEffects::default();
         let outcome = match entry {
             None => Err(self.unknown_tool(name, ctx)),
             Some(entry) => {
                 let mut ctx = ctx.clone();
                 ctx.call_id = Some(call_id.clone());
+                ctx.side_effects = side_effects.clone();
                 self.run(entry, &args, &ctx, callbacks).await
             }
         };
         let duration_ms = started.elapsed().as_millis() as u64;
-        let result = match &outcome {
+        let mut result = match &outcome {
             Ok(data) => ToolResult::ok(&tool_name, &call_id, data.clone(), duration_ms),
             Err(e) => ToolResult::failed(&tool_name, &call_id, e, duration_ms),
         };
+        result.side_effects = side_effects.take();
+        let annotations = entry.map(|e| e.annotations);
+        let flags = annotations.map(|a| a.flags()).unwrap_or_default();
+        let agent = ctx.agent.as_deref().unwrap_or("");
         match &outcome {
             Ok(_) => {
-                tracing::debug!(tool = %tool_name, %call_id, duration_ms, "tool call succeeded")
+                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, side_effects = ?result.side_effects, "tool call succeeded")
             }
             Err(e) => {
-                tracing::info!(tool = %tool_name, %call_id, duration_ms, code = ?e.code, error = %e.message, "tool call failed")
+                tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, code = ?e.code, error = %e.message, "tool call failed")
             }
         }
         let record = AuditRecord {
@@ -363,6 +457,10 @@ impl Registry {
             success: result.success,
             error: result.error.as_ref().map(|e| e.message.clone()),
             args,
+            annotations,
+            side_effects: result.side_effects.clone(),
+            gate: None,
+            agent: ctx.agent.as_deref().map(str::to_string),
         };
         if let Err(e) = self.ledger.record(record).await {
             tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
@@ -480,13 +578,26 @@ impl Registry {
                 }
             }
         }
-        if entry.meta.needs_approval {
-            return Err(ToolError::new(
-                ErrorCode::ApprovalRequired,
-                format!(
-                    "{name} needs a person's approval before it runs, and this deployment has no approval gate"
-                ),
-            ));
+        if entry.annotations.requires_confirmation {
+            match &self.approver {
+                None => {
+                    return Err(ToolError::new(
+                        ErrorCode::ApprovalRequired,
+                        format!(
+                            "{name} needs a person's approval before it runs, and nobody can give it here"
+                        ),
+                    ));
+                }
+                Some(approver) => match approver.approve(entry, &args, ctx).await {
+                    Approval::Approved => {}
+                    Approval::Denied { reason } => {
+                        return Err(ToolError::new(
+                            ErrorCode::ApprovalRequired,
+                            format!("{name} was not approved: {reason}"),
+                        ));
+                    }
+                },
+            }
         }
         let call = AssertUnwindSafe(entry.handler.call(args, ctx, callbacks)).catch_unwind();
         match tokio::time::timeout(entry.meta.timeout, call).await {
@@ -506,6 +617,17 @@ impl Registry {
             Ok(Ok(result)) => result,
         }
     }
+}
+
+/// The names of the discovery meta-tools; no tool may take them.
+pub const META_TOOLS: [&str; 3] = ["search_tools", "describe_tool", "execute_tool"];
+
+/// Agent profiles live in an `agents/` folder beside the definitions.
+fn is_profile_file(def: &DefinitionFile) -> bool {
+    std::path::Path::new(&def.file)
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|d| d == "agents")
 }
 
 /// Holds a call to the one document its context is scoped to: a missing

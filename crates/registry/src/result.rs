@@ -49,6 +49,10 @@ pub struct ToolResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolFailure>,
     pub duration_ms: u64,
+    /// What the call did beyond answering (`fetched:URL`, `queried:TABLE`,
+    /// `searched:web:QUERY`), as its handler recorded it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_effects: Vec<String>,
 }
 
 impl ToolResult {
@@ -60,6 +64,7 @@ impl ToolResult {
             data: Some(data),
             error: None,
             duration_ms,
+            side_effects: Vec::new(),
         }
     }
 
@@ -75,6 +80,7 @@ impl ToolResult {
                 retryable: error.code.retryable(),
             }),
             duration_ms,
+            side_effects: Vec::new(),
         }
     }
 
