@@ -65,6 +65,11 @@ pub enum Command {
         /// Print the whole registry as one JSON document instead.
         #[arg(long)]
         json: bool,
+        /// Only the tools this agent profile offers (chat, explore,
+        /// analyze_document, service, ...), for this deployment's model
+        /// (DATA_PLANE_LOCAL_MODEL) with embeddings answering.
+        #[arg(long)]
+        agent: Option<String>,
     },
     /// Create the user if needed and print a bearer token; `token revoke`
     /// invalidates a user's tokens.
@@ -117,7 +122,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             owner,
         } => ingest(&global, &path, &space, source, owner).await,
         Command::Reindex => reindex(&global).await,
-        Command::Tools { json } => tools(json),
+        Command::Tools { json, agent } => tools(json, agent.as_deref(), global.model.is_local()),
         Command::Token {
             action: Some(TokenAction::Revoke { email }),
             ..
@@ -216,6 +221,12 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
             global.limits.chat_turns_per_minute,
         )
         .with_extract_limits(global.extract_limits()?);
+    state.deployment.set_local_model(global.model.is_local());
+    state.watch_embeddings();
+    tracing::info!(
+        local_model = global.model.is_local(),
+        "deployment facts for agent profiles"
+    );
     // Audit records the database refuses on every retry wait here for a replay.
     state
         .ledger
@@ -552,31 +563,63 @@ async fn revoke(global: &GlobalArgs, email: &str) -> anyhow::Result<()> {
 
 /// Prints the registry without connecting to anything: the handlers are
 /// joined with their definitions exactly as at start-up.
-fn tools(as_json: bool) -> anyhow::Result<()> {
+fn tools(as_json: bool, agent: Option<&str>, local_model: bool) -> anyhow::Result<()> {
     let registry = data_plane_handlers::offline_registry()?;
+    let deployment = data_plane_registry::Deployment {
+        local_model,
+        embedding_ok: true,
+    };
+    let allowed = match agent {
+        Some(name) => Some(
+            registry
+                .resolve_profile(name, deployment)
+                .map_err(|e| anyhow::anyhow!("--agent: {e}"))?,
+        ),
+        None => None,
+    };
+    let shown: Vec<&data_plane_registry::ToolEntry> = registry
+        .tools()
+        .iter()
+        .filter(|t| allowed.as_ref().is_none_or(|a| a.contains(&t.name)))
+        .collect();
+    let profile = agent.and_then(|name| registry.profile(name));
     if as_json {
-        let all: Vec<serde_json::Value> = registry
-            .tools()
+        let all: Vec<serde_json::Value> = shown
             .iter()
             .map(|t| {
                 serde_json::json!({
                     "name": t.name,
                     "definition_file": t.definition_file,
                     "handler_file": t.handler_file,
-                    "metadata": t.meta,
+                    "metadata": t.metadata(),
                     "definition": t.definition,
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        let document = match profile {
+            Some(p) => serde_json::json!({ "agent": p, "tools": all }),
+            None => serde_json::json!(all),
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
         return Ok(());
     }
-    for t in registry.tools() {
+    if let Some(p) = profile {
+        println!("agent profile {} ({})", p.name(), p.file);
+        println!("    {}", p.spec.description);
+        println!(
+            "    model: {}; tool search: {}; tool mode: {:?}\n",
+            if local_model { "local" } else { "not local" },
+            p.spec.tool_search,
+            p.spec.tool_mode
+        );
+    }
+    for t in shown {
         let m = &t.meta;
         println!(
             "{}  ({:?}, {:?} cost, needs {:?})",
             t.name, m.category, m.cost, m.permission
         );
+        println!("    annotations: {}", t.annotations.flags());
         println!("    {}", m.short_description);
         println!("    offered when: {}", m.available_when);
         if !m.aliases.is_empty() {

@@ -394,6 +394,19 @@ pub struct ModelArgs {
     )]
     pub model_text_calls: String,
 
+    /// Whether the chat model runs on the deployment's own machines, as agent
+    /// profiles' `add_when_non_local` and `exclude_in_local` read it: `auto`
+    /// (local when OPENAI_BASE_URL's host is loopback, private or
+    /// `localhost`), `true` or `false`.
+    #[arg(
+        long,
+        env = "DATA_PLANE_LOCAL_MODEL",
+        global = true,
+        default_value = "auto",
+        value_parser = ["auto", "true", "false"]
+    )]
+    pub local_model: String,
+
     /// Model requests one analyze_document sub-agent may make.
     #[arg(
         long,
@@ -414,6 +427,15 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// Whether the chat model is local (see `local_model`).
+    pub fn is_local(&self) -> bool {
+        match self.local_model.as_str() {
+            "true" => true,
+            "false" => false,
+            _ => is_local_url(&self.openai_base_url),
+        }
+    }
+
     /// The agent's configuration, or `None` when no model is named.
     pub fn agent_config(&self) -> Option<data_plane_agent::AgentConfig> {
         let model = self.chat_model.as_deref().map(str::trim)?;
@@ -690,5 +712,26 @@ mod tests {
             config.max_tokens_field,
             data_plane_agent::MaxTokensField::MaxTokens
         );
+    }
+}
+
+/// Whether `url`'s host is this machine or a private network: `localhost`,
+/// a loopback, private (RFC 1918, unique-local) or link-local address.
+pub fn is_local_url(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Some(url::Host::Ipv6(ip)) => {
+            ip.is_loopback()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || (ip.segments()[0] & 0xffc0) == 0xfe80
+        }
+        None => false,
     }
 }

@@ -1,12 +1,14 @@
 //! What every request handler shares.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
 use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
-use data_plane_registry::{Registry, RegistryError, Settings, SettingsError};
+use data_plane_registry::{Deployment, Registry, RegistryError, Settings, SettingsError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
@@ -35,7 +37,52 @@ pub struct AppState {
     pub chat_limits: Arc<ChatLimiter>,
     /// Each user's permission and space roles, from the database.
     pub identities: Arc<Identities>,
+    /// What the deployment can do now, as agent profiles read it.
+    pub deployment: Arc<DeploymentState>,
 }
+
+/// Whether the model is local (configuration) and whether the embedding
+/// engine answers (kept current by [`AppState::watch_embeddings`]).
+#[derive(Debug)]
+pub struct DeploymentState {
+    local_model: AtomicBool,
+    embedding_ok: AtomicBool,
+}
+
+impl Default for DeploymentState {
+    fn default() -> Self {
+        DeploymentState {
+            local_model: AtomicBool::new(false),
+            embedding_ok: AtomicBool::new(true),
+        }
+    }
+}
+
+impl DeploymentState {
+    pub fn now(&self) -> Deployment {
+        Deployment {
+            local_model: self.local_model.load(Ordering::Relaxed),
+            embedding_ok: self.embedding_ok.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn set_local_model(&self, local: bool) {
+        self.local_model.store(local, Ordering::Relaxed);
+    }
+
+    /// Records whether the embedding engine answered; logs a change.
+    pub fn set_embedding_ok(&self, ok: bool) {
+        let was = self.embedding_ok.swap(ok, Ordering::Relaxed);
+        if was && !ok {
+            tracing::warn!("the embedding engine does not answer: search offers keyword mode only");
+        } else if !was && ok {
+            tracing::info!("the embedding engine answers again: vector and hybrid search are back");
+        }
+    }
+}
+
+/// How often a remote embedding engine is asked whether it answers.
+const EMBEDDING_PROBE_EVERY: Duration = Duration::from_secs(30);
 
 impl AppState {
     /// Holds uploads to the deployment's extraction limits.
@@ -81,7 +128,28 @@ impl AppState {
             agent: None,
             deps,
             chat_limits: Arc::new(ChatLimiter::default()),
+            deployment: Arc::new(DeploymentState::default()),
         })
+    }
+
+    /// Keeps `deployment.embedding_ok` current: a remote embedding engine
+    /// is asked to embed one word now and every 30 s (a local model, once
+    /// loaded, always answers). Ends with the runtime.
+    pub fn watch_embeddings(&self) {
+        let embedder = self.pipeline.embedder().clone();
+        if !matches!(*embedder, Embedder::Remote(_)) {
+            return;
+        }
+        let deployment = self.deployment.clone();
+        tokio::spawn(async move {
+            loop {
+                let answer =
+                    tokio::time::timeout(Duration::from_secs(10), embedder.embed_query("health"))
+                        .await;
+                deployment.set_embedding_ok(matches!(answer, Ok(Ok(_))));
+                tokio::time::sleep(EMBEDDING_PROBE_EVERY).await;
+            }
+        });
     }
 
     /// Puts a model behind /v1/chat, offering this state's registry.

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use uuid::Uuid;
 
-use crate::{Permission, RateLimits, Settings};
+use crate::{Permission, RateLimits, Settings, ToolMode};
 
 /// Who calls, where, and under which settings.
 #[derive(Debug, Clone)]
@@ -28,6 +28,11 @@ pub struct ToolContext {
     pub agent: Option<Arc<str>>,
     /// What the deployment can do right now (a local model, embeddings).
     pub deployment: Deployment,
+    /// The model gets the discovery meta-tools (search_tools,
+    /// describe_tool, execute_tool) instead of the whole list.
+    pub tool_search: bool,
+    /// How the model calls tools: natively or as one-line tags.
+    pub tool_mode: ToolMode,
     /// What the call being executed did beyond answering; the registry
     /// gives every call a fresh one and copies it into the result.
     pub side_effects: SideEffects,
@@ -50,6 +55,8 @@ impl ToolContext {
             allow_list: None,
             agent: None,
             deployment: Deployment::default(),
+            tool_search: false,
+            tool_mode: ToolMode::Native,
             side_effects: SideEffects::default(),
             document_scope: None,
         }

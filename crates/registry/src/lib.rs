@@ -24,8 +24,8 @@ pub use entry::{
     AnnotationHints, Annotations, Category, CostTier, DefinitionFile, HandlerEntry,
     RateLimitOverride, RateLimits, TagSpec, ToolHandler, ToolMeta,
 };
-pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
+pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
 pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};

@@ -69,6 +69,14 @@ impl ToolEntry {
         definition
     }
 
+    /// The metadata as listings show it: `ToolMeta` with the effective
+    /// annotations in place of the stated hints.
+    pub fn metadata(&self) -> Value {
+        let mut meta = serde_json::to_value(&self.meta).unwrap_or_default();
+        meta["annotations"] = json!(self.annotations);
+        meta
+    }
+
     /// [`ToolEntry::openai_tool`] as offered in `ctx`.
     pub fn openai_tool_for(&self, ctx: &ToolContext) -> Value {
         json!({ "type": "function", "function": self.definition_for(ctx) })
@@ -322,8 +330,10 @@ impl Registry {
             .iter()
             .map(|t| (t.name.clone(), t.meta.category))
             .collect();
-        let profile_files: Vec<(String, String)> =
-            profile_files.into_iter().map(|f| (f.file, f.text)).collect();
+        let profile_files: Vec<(String, String)> = profile_files
+            .into_iter()
+            .map(|f| (f.file, f.text))
+            .collect();
         let profiles = profile::load(&profile_files, &categories, &mut problems);
         if !problems.is_empty() {
             return Err(RegistryError { problems });
@@ -354,6 +364,22 @@ impl Registry {
         self.profiles.get(name)
     }
 
+    /// `ctx` under profile `name`: its tools for `ctx.deployment` as the
+    /// allow-list, and its discovery and tool-mode defaults.
+    pub fn with_profile(&self, ctx: ToolContext, name: &str) -> Result<ToolContext, String> {
+        let profile = self.profiles.get(name).ok_or_else(|| {
+            format!(
+                "unknown agent profile {name:?}; known profiles: {}",
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        let tools = profile.tools_for(ctx.deployment);
+        let mut ctx = ctx.with_allow_list(name, tools);
+        ctx.tool_search = profile.spec.tool_search;
+        ctx.tool_mode = profile.spec.tool_mode;
+        Ok(ctx)
+    }
+
     /// The tools profile `name` allows in `deployment`; an unknown name is
     /// an error that lists the known ones.
     pub fn resolve_profile(
@@ -361,13 +387,12 @@ impl Registry {
         name: &str,
         deployment: Deployment,
     ) -> Result<Arc<[String]>, String> {
-        match self.profiles.get(name) {
-            Some(p) => Ok(p.tools_for(deployment)),
-            None => Err(format!(
-                "unknown agent profile {name:?}; known profiles: {}",
-                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-            )),
-        }
+        self.with_profile(
+            ToolContext::new(uuid::Uuid::nil(), None, crate::Permission::Guest)
+                .with_deployment(deployment),
+            name,
+        )
+        .map(|ctx| ctx.allow_list.unwrap_or_else(|| Arc::from(Vec::new())))
     }
 
     /// Every tool, alphabetically.

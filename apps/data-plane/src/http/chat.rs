@@ -8,6 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
+use data_plane_registry::ToolMode;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -16,7 +17,7 @@ use uuid::Uuid;
 
 use super::extract::Json;
 use super::sse::{self, StreamEvent};
-use super::tools::{AbortOnDrop, check_space, context};
+use super::tools::{AbortOnDrop, check_space, context, with_profile};
 use super::{ApiError, ErrorCode};
 use crate::auth::Caller;
 use crate::state::AppState;
@@ -45,7 +46,18 @@ pub struct ChatOptions {
     max_tokens: Option<u32>,
     /// Seconds the whole turn may take, at most DATA_PLANE_TURN_DEADLINE.
     deadline_secs: Option<u64>,
+    /// The agent profile (default `chat`): which tools the model is offered.
+    agent: Option<String>,
+    /// Offer the discovery meta-tools instead of the whole list (default:
+    /// the profile's).
+    tool_search: Option<bool>,
+    /// `native` (function calling) or `tags` (one-line tags in the text,
+    /// for models without function calling); default: the profile's.
+    tool_mode: Option<ToolMode>,
 }
+
+/// The profile of /v1/chat unless `options.agent` names another.
+pub const CHAT_PROFILE: &str = "chat";
 
 /// Delivers the agent's events to the response stream.
 struct StreamSink(mpsc::Sender<StreamEvent>);
@@ -111,6 +123,14 @@ pub async fn chat(
         None => None,
     };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let agent_profile = body.options.agent.as_deref().unwrap_or(CHAT_PROFILE);
+    let mut ctx = with_profile(&state, ctx, agent_profile, "options.agent")?;
+    if let Some(search) = body.options.tool_search {
+        ctx.tool_search = search;
+    }
+    if let Some(mode) = body.options.tool_mode {
+        ctx.tool_mode = mode;
+    }
     let permit = match state.chat_limits.admit(caller.user_id) {
         Ok(permit) => permit,
         Err(refusal) => {

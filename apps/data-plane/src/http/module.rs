@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::ApiError;
 use super::extract::Json;
-use super::tools::{check_space, context};
+use super::tools::{SERVICE_PROFILE, check_space, context, with_profile};
 use crate::auth::{Caller, Service, user_for_service};
 use crate::state::AppState;
 
@@ -27,7 +27,7 @@ pub async fn manifest(State(state): State<AppState>, _service: Service) -> Json<
             json!({
                 "name": t.name,
                 "definition": t.openai_tool(),
-                "metadata": t.meta,
+                "metadata": t.metadata(),
             })
         })
         .collect();
@@ -69,7 +69,8 @@ pub async fn execute(
     if let Some(space) = body.space_id {
         check_space(&state, &caller, space).await?;
     }
-    let mut ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);
     }

@@ -21,7 +21,13 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ToolsQuery {
     space_id: Option<Uuid>,
+    /// The agent profile whose tools to list (default `service`).
+    agent: Option<String>,
 }
+
+/// The profile of executeTool over HTTP and the module protocol, and the
+/// default of the tool list.
+pub const SERVICE_PROFILE: &str = "service";
 
 /// Builds the context of a call: who, where, settings as stored now.
 pub async fn context(
@@ -39,8 +45,22 @@ pub async fn context(
     Ok(
         ToolContext::new(caller.user_id, space_id, caller.permission)
             .with_settings(Arc::new(settings))
-            .with_request_id(request_id),
+            .with_request_id(request_id)
+            .with_deployment(state.deployment.now()),
     )
+}
+
+/// `ctx` under the agent profile `name`, or a 400 naming the known ones.
+pub fn with_profile(
+    state: &AppState,
+    ctx: ToolContext,
+    name: &str,
+    field: &str,
+) -> Result<ToolContext, ApiError> {
+    state
+        .registry
+        .with_profile(ctx, name)
+        .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
 }
 
 /// The space, or a refusal when the caller cannot read it, with the same
@@ -66,7 +86,8 @@ pub async fn check_space(
     }
 }
 
-/// `GET /v1/tools?spaceId=`: the tools offered to the caller, OpenAI format.
+/// `GET /v1/tools?spaceId=&agent=`: the tools offered to the caller under
+/// the profile (default `service`), OpenAI format.
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -76,10 +97,13 @@ pub async fn list(
     if let Some(space) = q.space_id {
         check_space(&state, &caller, space).await?;
     }
+    let agent = q.agent.as_deref().unwrap_or(SERVICE_PROFILE);
     let ctx = context(&state, &caller, q.space_id, &headers).await?;
-    Ok(Json(
-        json!({ "tools": state.registry.get_available_tools(&ctx) }),
-    ))
+    let ctx = with_profile(&state, ctx, agent, "agent")?;
+    Ok(Json(json!({
+        "agent": agent,
+        "tools": state.registry.get_available_tools(&ctx),
+    })))
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,7 +129,8 @@ pub async fn execute(
     if let Some(space) = body.space_id {
         check_space(&state, &caller, space).await?;
     }
-    let mut ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let ctx = context(&state, &caller, body.space_id, &headers).await?;
+    let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);
     }
