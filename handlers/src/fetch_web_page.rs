@@ -85,7 +85,7 @@ pub struct Output {
 pub async fn run(
     deps: &Deps,
     args: Args,
-    _ctx: &ToolContext,
+    ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
     let start = args.start.unwrap_or(0);
@@ -93,7 +93,20 @@ pub async fn run(
         .max_length
         .unwrap_or(DEFAULT_LENGTH)
         .clamp(1, MAX_LENGTH);
-    let doc = deps.fetcher.fetch(&args.url).await.map_err(tool_error)?;
+    let doc = match deps.fetcher.fetch(&args.url).await {
+        Ok(doc) => doc,
+        Err(e) => {
+            // A request that left the server is a side effect, answered or not.
+            if let Some(url) = requested(&e) {
+                ctx.side_effect(format!("fetched:{url}"));
+            }
+            return Err(tool_error(e));
+        }
+    };
+    ctx.side_effect(format!("fetched:{}", doc.url));
+    if doc.final_url != doc.url {
+        ctx.side_effect(format!("fetched:{}", doc.final_url));
+    }
     let part = fetch::window(&doc.markdown, start, max_length).map_err(tool_error)?;
     let links_total = doc.links.len();
     let mut links = doc.links;
@@ -117,6 +130,20 @@ pub async fn run(
         links,
         links_total,
     })
+}
+
+/// The URL a failed fetch sent a request to, when it got that far (the
+/// guard's refusals and bad URLs never leave the server).
+fn requested(error: &WebError) -> Option<&str> {
+    match error {
+        WebError::Status { url, .. }
+        | WebError::TooLarge { url, .. }
+        | WebError::TooManyRedirects { url, .. }
+        | WebError::RedirectLoop { url, .. }
+        | WebError::Unsupported { url, .. }
+        | WebError::Network { url, .. } => Some(url),
+        _ => None,
+    }
 }
 
 /// What the model is told when a fetch fails: the reason, and whether the

@@ -189,13 +189,16 @@ pub async fn run(
 
     let mut tx = deps.read(NAME, ctx).await?;
     let tables = document_tables(&mut tx, args.document_id, ctx).await?;
-    let query = guard::check(&sql, &names(&tables)).map_err(|refusal| {
+    let (query, read) = guard::check_reading(&sql, &names(&tables)).map_err(|refusal| {
         ToolError::invalid(format!(
             "{}; the document's tables: {}",
             refusal.0,
             describe(&tables)
         ))
     })?;
+    for table in &read {
+        ctx.side_effect(format!("queried:{table}"));
+    }
     let outcome = execute(&mut tx, &tables, &query, max_rows).await;
     // Nothing the query did may outlive it.
     if let Err(e) = tx.rollback().await {

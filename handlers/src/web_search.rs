@@ -85,6 +85,8 @@ pub async fn run(
     let count = args.count.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
     let request = SearchRequest::new(&args.query, count, freshness, args.site.as_deref())
         .map_err(|e| tool_error(deps, e))?;
+    // The query leaves the deployment whether or not the provider answers.
+    ctx.side_effect(format!("searched:web:{}", request.query));
     let results = deps
         .web_search
         .search(kind, &request)

@@ -1254,3 +1254,276 @@ async fn every_call_leaves_an_audit_record() {
     .unwrap();
     assert!(recent);
 }
+
+/// Stage one is the profile, stage two each tool's predicate and the
+/// caller's permission; the deployment's facts move tools in and out.
+#[tokio::test]
+async fn agent_profiles_choose_the_offered_tools_before_predicates_and_permission() {
+    use data_plane_registry::Deployment;
+    let w = World::new().await;
+    let settings = Arc::new(Settings {
+        web_search_enabled: true,
+        ..Settings::default()
+    });
+    let hosted = Deployment::default();
+    let local = Deployment {
+        local_model: true,
+        ..hosted
+    };
+    let offered_under = |profile: &str, deployment: Deployment, permission: Permission| {
+        let ctx = ToolContext::new(w.alice, Some(w.alpha), permission)
+            .with_settings(settings.clone())
+            .with_deployment(deployment);
+        let ctx = w.registry.with_profile(ctx, profile).unwrap();
+        let names: BTreeSet<String> = w
+            .registry
+            .available_entries(&ctx)
+            .map(|e| e.name.clone())
+            .collect();
+        names
+    };
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+    let all = set(&TOOLS);
+    assert_eq!(offered_under("chat", hosted, Permission::User), all);
+    assert_eq!(offered_under("service", hosted, Permission::User), all);
+    let mut chat_local = all.clone();
+    chat_local.remove("analyze_document");
+    assert_eq!(
+        offered_under("chat", local, Permission::User),
+        chat_local,
+        "a local model is spared analyze_document"
+    );
+    let explore = set(&[
+        "document_info",
+        "find_by_name",
+        "folder_tree",
+        "list_folder_contents",
+        "list_sources",
+        "read_document",
+        "search_documents",
+    ]);
+    assert_eq!(offered_under("explore", hosted, Permission::User), explore);
+    assert_eq!(
+        offered_under("analyze_document", hosted, Permission::User),
+        set(&[
+            "document_info",
+            "grep_documents",
+            "query_documents",
+            "read_document",
+            "search_documents"
+        ])
+    );
+    // Stage two: a guest under chat loses the user-level tools.
+    let guest = offered_under("chat", hosted, Permission::Guest);
+    for tool in ["analyze_document", "web_search", "fetch_web_page"] {
+        assert!(!guest.contains(tool), "{tool} needs user");
+    }
+    assert!(guest.contains("search_documents"));
+
+    // A call outside the profile is refused, and says why.
+    let ctx = w
+        .registry
+        .with_profile(w.ctx(w.alice, Some(w.alpha)), "explore")
+        .unwrap();
+    let r = w
+        .call("grep_documents", json!({ "pattern": "x" }), &ctx)
+        .await;
+    assert_eq!(r.code(), Some(ErrorCode::NotAvailable), "{r:?}");
+    assert!(
+        r.error
+            .unwrap()
+            .message
+            .contains("this agent may not use it")
+    );
+
+    let unknown = w
+        .registry
+        .with_profile(w.ctx(w.alice, None), "chatt")
+        .unwrap_err();
+    assert!(
+        unknown.contains("unknown agent profile \"chatt\""),
+        "{unknown}"
+    );
+    assert!(unknown.contains("chat, explore"), "{unknown}");
+}
+
+/// Without an answering embedding engine search is offered in keyword mode
+/// only, and a call asking for more is refused without embedding anything.
+#[tokio::test]
+async fn without_embeddings_search_offers_keyword_mode_only() {
+    use data_plane_registry::Deployment;
+    let w = World::new().await;
+    let down = Deployment {
+        embedding_ok: false,
+        ..Deployment::default()
+    };
+    let ctx = w.ctx(w.alice, Some(w.alpha)).with_deployment(down);
+    let search = w.registry.get("search_documents").unwrap();
+    let offered = search.definition_for(&ctx);
+    assert_eq!(
+        offered["parameters"]["properties"]["mode"]["enum"],
+        json!(["keyword"])
+    );
+    let up = search.definition_for(&w.ctx(w.alice, Some(w.alpha)));
+    assert_eq!(
+        up["parameters"]["properties"]["mode"]["enum"],
+        json!(["hybrid", "vector", "keyword"])
+    );
+    let listed = w.registry.get_available_tools(&ctx);
+    let listed = listed
+        .iter()
+        .find(|t| t["function"]["name"] == "search_documents")
+        .unwrap();
+    assert_eq!(listed["function"], offered);
+
+    let r = w
+        .call(
+            "search_documents",
+            json!({ "query": "vacuum", "mode": "hybrid" }),
+            &ctx,
+        )
+        .await;
+    assert_eq!(r.code(), Some(ErrorCode::NotAvailable), "{r:?}");
+    assert!(r.error.unwrap().message.contains("use mode keyword"));
+    let r = w
+        .call("search_documents", json!({ "query": "vacuum" }), &ctx)
+        .await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.data.unwrap()["mode"], "keyword");
+}
+
+/// A profile naming what does not exist stops start-up, naming its file;
+/// so does a file not named after its profile, or one with an unknown key.
+#[test]
+fn a_profile_naming_an_unknown_tool_or_category_fails_start_up_naming_the_file() {
+    let build = |file: &str, text: &str| {
+        let mut definitions = data_plane_handlers::definitions();
+        definitions.push(DefinitionFile {
+            file: file.into(),
+            text: text.into(),
+        });
+        Registry::build(
+            definitions,
+            data_plane_handlers::all(None),
+            Arc::new(NoLedger),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string()
+    };
+    let cases = [
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "tools": ["grep_document"]}"#,
+            vec![
+                "definitions/agents/odd.json",
+                "unknown tool \"grep_document\"",
+                "grep_documents",
+            ],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "categories": ["files"]}"#,
+            vec!["definitions/agents/odd.json", "unknown category \"files\""],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "tools": ["read_document"], "exclude_in_local": {"tools": ["nope"]}}"#,
+            vec!["exclude_in_local names the unknown tool \"nope\""],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "even", "description": "d", "tools": ["read_document"]}"#,
+            vec!["definitions/agents/odd.json", "named after its profile"],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "tool": ["read_document"]}"#,
+            vec!["definitions/agents/odd.json", "unknown field `tool`"],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d"}"#,
+            vec!["definitions/agents/odd.json", "offers no tool"],
+        ),
+    ];
+    for (file, text, words) in cases {
+        let error = build(file, text);
+        for word in words {
+            assert!(error.contains(word), "{text}: {error}");
+        }
+    }
+}
+
+/// The annotations of every tool, derived by the written rules from its
+/// category and what its metadata states.
+#[test]
+fn annotations_follow_the_written_rules() {
+    let registry = data_plane_handlers::offline_registry().unwrap();
+    let flags: Vec<(String, String)> = registry
+        .tools()
+        .iter()
+        .map(|t| (t.name.clone(), t.annotations.flags()))
+        .collect();
+    let expected: Vec<(String, String)> = TOOLS
+        .iter()
+        .map(|&name| {
+            let flags = match name {
+                "analyze_document" => "read_only",
+                "fetch_web_page" | "web_search" => "read_only,open_world",
+                _ => "read_only,idempotent",
+            };
+            (name.to_string(), flags.to_string())
+        })
+        .collect();
+    assert_eq!(flags, expected);
+}
+
+/// The audit record keeps the tool's annotations, the profile, and what
+/// the call did beyond answering.
+#[tokio::test]
+async fn the_audit_record_holds_annotations_side_effects_and_the_profile() {
+    let w = World::new().await;
+    let ctx = w
+        .registry
+        .with_profile(
+            w.ctx(w.alice, Some(w.alpha))
+                .with_request_id("req-governance"),
+            "explore",
+        )
+        .unwrap();
+    let r = w.call("list_sources", json!({}), &ctx).await;
+    assert!(r.success, "{r:?}");
+    assert!(r.side_effects.is_empty(), "listing does nothing else");
+    let refused = w.call("web_search", json!({ "query": "q" }), &ctx).await;
+    assert_eq!(refused.code(), Some(ErrorCode::NotAvailable));
+    w.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<(
+        String,
+        Option<Value>,
+        Option<String>,
+        Vec<String>,
+        Option<String>,
+    )> = sqlx::query_as(
+        "SELECT tool, annotations, agent, side_effects, gate
+               FROM tool_calls WHERE request_id = 'req-governance' ORDER BY tool",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0].0, "list_sources");
+    assert_eq!(
+        rows[0].1,
+        Some(json!({
+            "read_only": true, "destructive": false, "idempotent": true,
+            "open_world": false, "requires_confirmation": false
+        }))
+    );
+    assert_eq!(rows[0].2.as_deref(), Some("explore"));
+    assert_eq!(rows[1].0, "web_search");
+    assert_eq!(rows[1].1.as_ref().unwrap()["open_world"], true);
+    assert!(rows.iter().all(|r| r.3.is_empty() && r.4.is_none()));
+}

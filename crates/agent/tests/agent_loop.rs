@@ -58,7 +58,7 @@ impl ToolHandler for TestTool {
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 self.journal.finished_slow.store(true, Ordering::SeqCst);
             }
-            "flaky" => {
+            "flaky" | "flaky_web" => {
                 let mut failed = self.journal.flaky_failures.lock().unwrap();
                 if !failed.contains(&key) {
                     failed.push(key.clone());
@@ -97,7 +97,7 @@ fn definition(name: &str) -> DefinitionFile {
 }
 
 fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
-    let tools = ["flaky", "lookup", "slow", "write_note"];
+    let tools = ["flaky", "flaky_web", "lookup", "slow", "write_note"];
     let handlers = tools
         .iter()
         .map(|&name| HandlerEntry {
@@ -108,14 +108,18 @@ fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
                 short_description: "test tool",
                 available_when: "always",
                 aliases: &[],
-                annotations: if name == "write_note" {
-                    AnnotationHints {
+                annotations: match name {
+                    "write_note" => AnnotationHints {
                         read_only: Some(false),
                         destructive: Some(false),
                         ..AnnotationHints::DERIVED
-                    }
-                } else {
-                    AnnotationHints::DERIVED
+                    },
+                    // Open-world, so not idempotent by the rules.
+                    "flaky_web" => AnnotationHints {
+                        open_world: Some(true),
+                        ..AnnotationHints::DERIVED
+                    },
+                    _ => AnnotationHints::DERIVED,
                 },
                 cost: CostTier::Cheap,
                 permission: Permission::User,
@@ -412,6 +416,43 @@ async fn a_retryable_failure_is_retried_once_and_others_are_not() {
     let messages = s.model.requests()[1]["messages"].clone();
     let flaky: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
     assert_eq!(flaky["success"], true, "the model sees the retry's result");
+}
+
+#[tokio::test]
+async fn only_idempotent_tools_are_retried() {
+    let s = setup(|_| {}).await;
+    let tools = registry(&s.journal);
+    assert!(tools.get("flaky").unwrap().annotations.idempotent);
+    assert!(!tools.get("flaky_web").unwrap().annotations.idempotent);
+    s.model.push(tool_calls_reply(&[call(
+        "call_w",
+        "flaky_web",
+        &["{\"key\":\"k\"}"],
+    )]));
+    s.model.push(text_reply(&["ok"]));
+    let (outcome, events) = run(&s.agent, request("go")).await;
+    outcome.unwrap();
+    let results: Vec<(bool, Option<ErrorCode>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Tool(ToolEvent::ToolResult { result, .. }) => {
+                Some((result.success, result.code()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [(false, Some(ErrorCode::Unavailable))],
+        "a retryable failure of a tool that is not idempotent goes to the model as it is"
+    );
+    let messages = s.model.requests()[1]["messages"].clone();
+    let seen: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["success"], false);
+    assert_eq!(
+        seen["error"]["retryable"], true,
+        "the model may call it again"
+    );
 }
 
 #[tokio::test]

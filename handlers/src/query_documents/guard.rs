@@ -8,6 +8,9 @@
 //! same tree), never the caller's text, so comments and tokenizer quirks
 //! cannot smuggle anything past the check.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
 use sqlparser::ast::{
     AccessExpr, CastKind, CeilFloorKind, Cte, DataType, Distinct, Expr, Fetch, Function,
     FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArgumentList, FunctionArguments,
@@ -280,6 +283,12 @@ fn refuse<T>(message: impl Into<String>) -> Result<T, Refusal> {
 /// names, exactly as stored) as the only relations it may read, and returns
 /// the canonical text of the query that is to run.
 pub fn check(sql: &str, tables: &[String]) -> Result<String, Refusal> {
+    check_reading(sql, tables).map(|(query, _)| query)
+}
+
+/// [`check`], also returning the document's tables the query reads
+/// (alphabetically; CTEs of the same name shadow a table and are not it).
+pub fn check_reading(sql: &str, tables: &[String]) -> Result<(String, Vec<String>), Refusal> {
     let dialect = PostgreSqlDialect {};
     let statements = Parser::new(&dialect)
         .with_recursion_limit(PARSER_RECURSION_LIMIT)
@@ -307,8 +316,13 @@ pub fn check(sql: &str, tables: &[String]) -> Result<String, Refusal> {
             ));
         }
     };
-    let mut guard = Guard { tables, depth: 0 };
+    let mut guard = Guard {
+        tables,
+        depth: 0,
+        read: RefCell::default(),
+    };
     guard.query(query, &[])?;
+    let read: Vec<String> = guard.read.into_inner().into_iter().collect();
 
     let canonical = query.to_string();
     let reparsed = Parser::new(&dialect)
@@ -316,7 +330,7 @@ pub fn check(sql: &str, tables: &[String]) -> Result<String, Refusal> {
         .try_with_sql(&canonical)
         .and_then(|mut p| p.parse_statements());
     match reparsed.as_deref() {
-        Ok([Statement::Query(again)]) if again == query => Ok(canonical),
+        Ok([Statement::Query(again)]) if again == query => Ok((canonical, read)),
         _ => refuse(
             "the query could not be checked safely (it does not print back to itself); \
              write it more plainly",
@@ -327,6 +341,8 @@ pub fn check(sql: &str, tables: &[String]) -> Result<String, Refusal> {
 struct Guard<'a> {
     tables: &'a [String],
     depth: usize,
+    /// The document's tables the query reads.
+    read: RefCell<BTreeSet<String>>,
 }
 
 /// An identifier as PostgreSQL resolves it: unquoted names fold to lower case,
@@ -736,7 +752,11 @@ impl Guard<'_> {
     /// anything else would resolve to a real relation of the database.
     fn table_name(&self, ident: &Ident, scope: &[String]) -> Checked {
         let name = fold(ident)?;
-        if scope.contains(&name) || self.tables.contains(&name) {
+        if scope.contains(&name) {
+            return Ok(());
+        }
+        if self.tables.contains(&name) {
+            self.read.borrow_mut().insert(name);
             return Ok(());
         }
         let hint = match self

@@ -1,7 +1,8 @@
 //! The OpenAPI document of the HTTP surface, served at `/openapi.json`.
 //! Paths and bodies are written by hand in docs/openapi.json (a test holds it
-//! to the router); the list of error codes is generated from [`ErrorCode`],
-//! and a test keeps the copy in docs/openapi.json the same.
+//! to the router); the list of error codes is generated from [`ErrorCode`]
+//! and the agent profiles from definitions/agents, and tests keep the copies
+//! in docs/openapi.json the same.
 
 use std::sync::LazyLock;
 
@@ -28,6 +29,9 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     {
         *code = error_code_schema();
     }
+    if let Some(profiles) = doc.pointer_mut("/components/schemas/AgentProfile") {
+        *profiles = agent_profile_schema();
+    }
     doc.to_string()
 });
 
@@ -41,6 +45,28 @@ pub fn error_code_schema() -> Value {
         "type": "string",
         "enum": ErrorCode::ALL.iter().map(|c| c.name()).collect::<Vec<_>>(),
         "description": described.join("; "),
+    })
+}
+
+/// The schema of an agent profile's name: every profile of
+/// definitions/agents, each with its description.
+pub fn agent_profile_schema() -> Value {
+    let registry = match data_plane_handlers::offline_registry() {
+        Ok(registry) => registry,
+        Err(e) => {
+            tracing::error!(error = %e, "the registry cannot be built; the profiles are left out");
+            return json!({ "type": "string" });
+        }
+    };
+    let profiles = registry.profiles();
+    let described: Vec<String> = profiles
+        .values()
+        .map(|p| format!("`{}`: {}", p.name(), p.spec.description))
+        .collect();
+    json!({
+        "type": "string",
+        "enum": profiles.keys().collect::<Vec<_>>(),
+        "description": described.join(" "),
     })
 }
 
@@ -105,6 +131,21 @@ mod tests {
         ));
         expect_test::expect_file!["../../tests/snapshots/openapi_surface.txt"]
             .assert_eq(&(lines.join("\n") + "\n"));
+    }
+
+    #[test]
+    fn the_written_document_lists_the_agent_profiles() {
+        let doc: Value = serde_json::from_str(WRITTEN).expect("docs/openapi.json is JSON");
+        let written = doc
+            .pointer("/components/schemas/AgentProfile")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            written,
+            agent_profile_schema(),
+            "docs/openapi.json's AgentProfile must be this schema; paste it there:\n{:#}",
+            agent_profile_schema()
+        );
     }
 
     #[test]
