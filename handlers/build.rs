@@ -9,7 +9,10 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let dir = manifest.join("..").join("definitions");
     let mut out = String::from("&[\n");
-    for (folder, prefix) in [(dir.clone(), "definitions"), (dir.join("agents"), "definitions/agents")] {
+    for (folder, prefix) in [
+        (dir.clone(), "definitions"),
+        (dir.join("agents"), "definitions/agents"),
+    ] {
         println!("cargo:rerun-if-changed={}", folder.display());
         let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
             .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())

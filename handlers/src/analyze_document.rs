@@ -150,10 +150,7 @@ pub async fn run(
     let allowed: Vec<String> = allowed
         .iter()
         .filter(|t| {
-            t.as_str() != NAME
-                && registry
-                    .get(t)
-                    .is_some_and(|e| !e.annotations.open_world)
+            t.as_str() != NAME && registry.get(t).is_some_and(|e| !e.annotations.open_world)
         })
         .cloned()
         .collect();

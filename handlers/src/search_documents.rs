@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, ErrorCode, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
-    ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
+    ToolError, ToolMeta,
 };
 use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
 use data_plane_store::ScopedTx;

@@ -14,8 +14,8 @@ use data_plane_agent::testing::{
 };
 use data_plane_agent::{Agent, AgentConfig, AgentEvent, ChatRequest, SubAgentSink};
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, HandlerEntry, NoLedger, Permission,
-    RateLimits, Registry, ToolContext, ToolError, ToolEvent, ToolHandler, ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, HandlerEntry, NoLedger,
+    Permission, RateLimits, Registry, ToolContext, ToolError, ToolEvent, ToolHandler, ToolMeta,
 };
 use expect_test::expect;
 use serde_json::{Value, json};

@@ -108,7 +108,9 @@ impl AgentProfile {
 
     /// Whether the profile can offer `tool` in some deployment.
     pub fn may_offer(&self, tool: &str) -> bool {
-        self.base.contains(tool) || self.non_local.contains(tool) || self.embedding_ok.contains(tool)
+        self.base.contains(tool)
+            || self.non_local.contains(tool)
+            || self.embedding_ok.contains(tool)
     }
 }
 
@@ -155,7 +157,9 @@ pub(crate) fn load(
                     } else {
                         format!(" (did you mean {}?)", close.join(" or "))
                     };
-                    problems.push(format!("{file}: {field} names the unknown tool {tool:?}{hint}"));
+                    problems.push(format!(
+                        "{file}: {field} names the unknown tool {tool:?}{hint}"
+                    ));
                 }
             }
             for category in &selection.categories {
