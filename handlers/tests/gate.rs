@@ -353,6 +353,12 @@ async fn service(
     (server, seen)
 }
 
+/// How a call is refused: its error code and message; `None`: it runs.
+type Refusal = Option<(ErrorCode, &'static str)>;
+
+/// What a fake service does with each request.
+type Respond = Box<dyn Fn() -> Response + Send + Sync>;
+
 fn answer(status: u16, body: &str) -> Response {
     Response::whole(
         status,
@@ -365,7 +371,7 @@ fn answer(status: u16, body: &str) -> Response {
 async fn the_http_gate_posts_the_call_and_follows_the_answer() {
     let w = World::new().await;
     // (answer, expected error code and message, audit verdict)
-    let cases: [(&str, Option<(ErrorCode, &str)>, &str); 4] = [
+    let cases: [(&str, Refusal, &str); 4] = [
         (r#"{"decision": "allow"}"#, None, "allow"),
         (
             r#"{"decision": "deny", "reason": "the domain is on the block list"}"#,
@@ -454,7 +460,7 @@ async fn the_http_gate_fails_open_when_the_service_does_not_answer_well() {
         listener.local_addr().unwrap().port()
     };
     // (what the service does, the most the call may take)
-    let cases: Vec<(&str, Box<dyn Fn() -> Response + Send + Sync>, Duration)> = vec![
+    let cases: Vec<(&str, Respond, Duration)> = vec![
         (
             "a 500",
             Box::new(|| answer(500, r#"{"decision": "deny", "reason": "x"}"#)),
