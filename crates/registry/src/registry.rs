@@ -638,9 +638,7 @@ impl Registry {
             Ok(Ok(result)) => result,
         }
     }
-}
 
-impl Registry {
     /// Asks the gate about a call of a tool that requires it, under
     /// [`GATE_TIMEOUT`]; `None` when the call does not pass a gate. A gate
     /// that fails or is too slow lets the call run (`fail_open`).
