@@ -1,8 +1,10 @@
 //! One handler per tool (file = tool name = definition file stem), the
-//! explicit alphabetical list of all of them, and the PostgreSQL ledger that
-//! keeps rate limits and the audit log for the registry.
+//! explicit alphabetical list of all of them, the PostgreSQL ledger that
+//! keeps rate limits and the audit log for the registry, and the HTTP eval
+//! gate.
 
 pub mod deps;
+pub mod gate;
 pub mod ledger;
 mod prefilter;
 
@@ -29,6 +31,7 @@ use data_plane_registry::{
 use serde_json::Value;
 
 pub use deps::{Deps, ModelSettings, SubAgentLimits};
+pub use gate::{HttpGate, HttpGateError};
 pub use ledger::{LedgerOptions, PgLedger};
 
 /// Every file of definitions/, embedded at build time.

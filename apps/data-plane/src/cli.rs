@@ -227,6 +227,28 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         local_model = global.model.is_local(),
         "deployment facts for agent profiles"
     );
+    let tools: Vec<&str> = state
+        .registry
+        .tools()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    if let Some(gate) = global.gate.gate(&tools)? {
+        state = state.with_gate(gate)?;
+        let gated: Vec<&str> = state
+            .registry
+            .tools()
+            .iter()
+            .filter(|t| t.meta.requires_gate)
+            .map(|t| t.name.as_str())
+            .collect();
+        tracing::info!(
+            policy = ?global.gate.gate_policy_file,
+            url = ?global.gate.gate_url,
+            tools = ?gated,
+            "eval gate configured"
+        );
+    }
     // Audit records the database refuses on every retry wait here for a replay.
     state
         .ledger

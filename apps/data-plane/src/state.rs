@@ -8,7 +8,7 @@ use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
 use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
-use data_plane_registry::{Deployment, Registry, RegistryError, Settings, SettingsError};
+use data_plane_registry::{Deployment, Gate, Registry, RegistryError, Settings, SettingsError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
@@ -150,6 +150,15 @@ impl AppState {
                 tokio::time::sleep(EMBEDDING_PROBE_EVERY).await;
             }
         });
+    }
+
+    /// Puts `gate` before every call of a tool that requires it. Rebuilds
+    /// the registry, so it comes before [`AppState::with_agent`] and
+    /// [`AppState::connect_model`], which hold on to the registry.
+    pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Result<AppState, RegistryError> {
+        let registry = data_plane_handlers::registry(&self.deps, Arc::new(self.ledger.clone()))?;
+        self.registry = Arc::new(registry.with_gate(gate));
+        Ok(self)
     }
 
     /// Puts a model behind /v1/chat, offering this state's registry.

@@ -10,6 +10,7 @@ mod approval;
 mod callbacks;
 mod context;
 mod entry;
+pub mod gate;
 mod ledger;
 mod profile;
 mod registry;
@@ -24,6 +25,7 @@ pub use entry::{
     AnnotationHints, Annotations, Category, CostTier, DefinitionFile, HandlerEntry,
     RateLimitOverride, RateLimits, TagSpec, ToolHandler, ToolMeta,
 };
+pub use gate::{Gate, GateCall, GateDecision, GateError, GateVerdict};
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
 pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
 pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{Approval, Approver};
 use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
+use crate::gate::{GATE_TIMEOUT, Gate, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
 use crate::profile::{self, AgentProfile};
 use crate::suggest::close_names;
@@ -97,6 +98,7 @@ pub struct Registry {
     profiles: BTreeMap<String, AgentProfile>,
     ledger: Arc<dyn Ledger>,
     approver: Option<Arc<dyn Approver>>,
+    gate: Option<Arc<dyn Gate>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -344,6 +346,7 @@ impl Registry {
             profiles,
             ledger,
             approver: None,
+            gate: None,
         })
     }
 
@@ -351,6 +354,13 @@ impl Registry {
     /// (without one, they are refused with `approval_required`).
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Asks `gate` before every call of a tool whose metadata says
+    /// `requires_gate` (without one, every call runs).
+    pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -444,15 +454,17 @@ impl Registry {
         });
 
         let side_effects = crate::SideEffects::default();
+        let mut gate = None;
         let outcome = match entry {
             None => Err(self.unknown_tool(name, ctx)),
             Some(entry) => {
                 let mut ctx = ctx.clone();
                 ctx.call_id = Some(call_id.clone());
                 ctx.side_effects = side_effects.clone();
-                self.run(entry, &args, &ctx, callbacks).await
+                self.run(entry, &args, &ctx, callbacks, &mut gate).await
             }
         };
+        let gate = gate.map(GateVerdict::as_str);
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut result = match &outcome {
             Ok(data) => ToolResult::ok(&tool_name, &call_id, data.clone(), duration_ms),
@@ -464,10 +476,10 @@ impl Registry {
         let agent = ctx.agent.as_deref().unwrap_or("");
         match &outcome {
             Ok(_) => {
-                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, side_effects = ?result.side_effects, "tool call succeeded")
+                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, side_effects = ?result.side_effects, "tool call succeeded")
             }
             Err(e) => {
-                tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, code = ?e.code, error = %e.message, "tool call failed")
+                tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, code = ?e.code, error = %e.message, "tool call failed")
             }
         }
         let record = AuditRecord {
@@ -484,7 +496,7 @@ impl Registry {
             args,
             annotations,
             side_effects: result.side_effects.clone(),
-            gate: None,
+            gate: gate.map(str::to_string),
             agent: ctx.agent.as_deref().map(str::to_string),
         };
         if let Err(e) = self.ledger.record(record).await {
@@ -534,12 +546,15 @@ impl Registry {
         ToolError::new(ErrorCode::UnknownTool, message)
     }
 
+    /// The pipeline after the name is resolved. `gate` receives the gate
+    /// step's verdict when the call reached it, for the audit record.
     async fn run(
         &self,
         entry: &ToolEntry,
         args: &Value,
         ctx: &ToolContext,
         callbacks: &dyn Callbacks,
+        gate: &mut Option<GateVerdict>,
     ) -> Result<Value, ToolError> {
         let name = entry.name.as_str();
         if !(entry.available)(ctx) || !ctx.allows(name) {
@@ -603,6 +618,10 @@ impl Registry {
                 }
             }
         }
+        if let Some((verdict, refusal)) = self.consult_gate(entry, &args, ctx).await {
+            *gate = Some(verdict);
+            refusal?;
+        }
         if entry.annotations.requires_confirmation {
             match &self.approver {
                 None => {
@@ -641,6 +660,68 @@ impl Registry {
             }
             Ok(Ok(result)) => result,
         }
+    }
+
+    /// Asks the gate about a call of a tool that requires it, under
+    /// [`GATE_TIMEOUT`]; `None` when the call does not pass a gate. A gate
+    /// that fails or is too slow lets the call run (`fail_open`).
+    async fn consult_gate(
+        &self,
+        entry: &ToolEntry,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Option<(GateVerdict, Result<(), ToolError>)> {
+        let gate = self.gate.as_ref().filter(|_| entry.meta.requires_gate)?;
+        let name = entry.name.as_str();
+        let call = GateCall { entry, args, ctx };
+        let call_id = ctx.call_id.as_deref().unwrap_or("");
+        let decision = match tokio::time::timeout(GATE_TIMEOUT, gate.check(&call)).await {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(e)) => {
+                tracing::warn!(tool = name, call_id, gate = "fail_open", reason = %e, "the eval gate failed; the call runs");
+                return Some((GateVerdict::FailOpen, Ok(())));
+            }
+            Err(_) => {
+                tracing::warn!(
+                    tool = name,
+                    call_id,
+                    gate = "fail_open",
+                    reason = "timeout",
+                    "the eval gate did not answer within {} ms; the call runs",
+                    GATE_TIMEOUT.as_millis()
+                );
+                return Some((GateVerdict::FailOpen, Ok(())));
+            }
+        };
+        Some(match decision {
+            GateDecision::Allow => {
+                tracing::debug!(
+                    tool = name,
+                    call_id,
+                    gate = "allow",
+                    "the eval gate allowed the call"
+                );
+                (GateVerdict::Allow, Ok(()))
+            }
+            GateDecision::Deny { reason } => {
+                tracing::info!(tool = name, call_id, gate = "deny", %reason, "the eval gate blocked the call");
+                let message = format!("{name} was blocked by the eval gate: {reason}");
+                (
+                    GateVerdict::Deny,
+                    Err(ToolError::new(ErrorCode::Blocked, message)),
+                )
+            }
+            GateDecision::Ask { reason } => {
+                tracing::info!(tool = name, call_id, gate = "ask", %reason, "the eval gate wants a person's approval");
+                let message = format!(
+                    "{name} needs a person's approval before it runs, and nobody can give it here: {reason}"
+                );
+                (
+                    GateVerdict::Ask,
+                    Err(ToolError::new(ErrorCode::ApprovalRequired, message)),
+                )
+            }
+        })
     }
 }
 

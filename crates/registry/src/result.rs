@@ -14,6 +14,8 @@ pub enum ErrorCode {
     PermissionDenied,
     RateLimited,
     ApprovalRequired,
+    /// The eval gate refused the call.
+    Blocked,
     NotFound,
     Timeout,
     Unavailable,

@@ -1,0 +1,583 @@
+//! The eval gate through the real registry and the PostgreSQL ledger: a gate
+//! that allows, blocks, asks, fails or is too slow (fail-open at 2 s on the
+//! real clock), no gate at all, tools that do not pass it, and the HTTP gate
+//! against a fake evaluation service; every call's audit row holds the
+//! gate's verdict.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use data_plane_handlers::{HttpGate, PgLedger};
+use data_plane_registry::gate::{GateChain, PolicyGate};
+use data_plane_registry::{
+    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, Gate, GateCall,
+    GateDecision, GateError, HandlerEntry, NoCallbacks, Permission, RateLimits, Registry,
+    ToolContext, ToolError, ToolHandler, ToolMeta, ToolResult,
+};
+use data_plane_store::Scope;
+use data_plane_store::identity;
+use data_plane_store::testing::TestDatabase;
+use data_plane_testkit::http::{Request, Response, Server};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// The number of times the handlers ran.
+#[derive(Default)]
+struct Runs(AtomicUsize);
+
+/// Counts its calls and echoes its arguments.
+struct Counted(Arc<Runs>);
+
+#[async_trait]
+impl ToolHandler for Counted {
+    async fn call(
+        &self,
+        args: Value,
+        _ctx: &ToolContext,
+        _callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        self.0.0.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({ "echo": args }))
+    }
+}
+
+fn tool(name: &'static str, requires_gate: bool, runs: &Arc<Runs>) -> HandlerEntry {
+    HandlerEntry {
+        name,
+        file: "handlers/tests/gate.rs",
+        meta: ToolMeta {
+            category: Category::Web,
+            short_description: "a tool of the gate tests",
+            available_when: "always",
+            aliases: &[],
+            annotations: AnnotationHints::DERIVED,
+            cost: CostTier::Expensive,
+            permission: Permission::User,
+            timeout: Duration::from_secs(10),
+            limits: RateLimits::NONE,
+            requires_gate,
+            defer_loading: false,
+            tag: None,
+        },
+        available: |_| true,
+        shape: None,
+        handler: Arc::new(Counted(runs.clone())),
+        args_schema: json!({}),
+    }
+}
+
+fn definition(name: &str) -> DefinitionFile {
+    let value = json!({
+        "name": name,
+        "description": format!("The {name} tool of the gate tests."),
+        "parameters": {
+            "type": "object",
+            "properties": { "url": { "type": "string", "description": "Anything." } },
+            "additionalProperties": false
+        }
+    });
+    DefinitionFile {
+        file: format!("definitions/{name}.json"),
+        text: value.to_string(),
+    }
+}
+
+/// A database with one user, a registry of a gated tool ("gated") and one
+/// that is not ("plain"), and a count of the handlers' runs.
+struct World {
+    test: TestDatabase,
+    ledger: PgLedger,
+    user: Uuid,
+    runs: Arc<Runs>,
+}
+
+impl World {
+    async fn new() -> World {
+        let test = TestDatabase::create().await;
+        let mut tx = test.db.begin(Scope::System).await.unwrap();
+        let user = identity::upsert_user(&mut tx, "gated@example.com", Some(Permission::User))
+            .await
+            .unwrap()
+            .id;
+        tx.commit().await.unwrap();
+        let ledger = PgLedger::start(test.db.clone());
+        World {
+            test,
+            ledger,
+            user,
+            runs: Arc::default(),
+        }
+    }
+
+    fn registry(&self, gate: Option<Arc<dyn Gate>>) -> Registry {
+        let handlers = vec![
+            tool("gated", true, &self.runs),
+            tool("plain", false, &self.runs),
+        ];
+        let definitions = handlers.iter().map(|h| definition(h.name)).collect();
+        let registry =
+            Registry::build(definitions, handlers, Arc::new(self.ledger.clone())).unwrap();
+        match gate {
+            Some(gate) => registry.with_gate(gate),
+            None => registry,
+        }
+    }
+
+    fn ctx(&self, call_id: &str) -> ToolContext {
+        ToolContext::new(self.user, None, Permission::User)
+            .with_request_id("req-gate")
+            .with_call_id(call_id)
+    }
+
+    async fn call(&self, registry: &Registry, tool: &str, call_id: &str) -> ToolResult {
+        registry
+            .execute_tool(
+                tool,
+                json!({ "url": "https://example.org/" }),
+                &self.ctx(call_id),
+                &NoCallbacks,
+            )
+            .await
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.0.load(Ordering::SeqCst)
+    }
+
+    /// The `gate` column of the call's audit row.
+    async fn audited_gate(&self, call_id: &str) -> Option<String> {
+        self.ledger.flush().await;
+        let mut tx = self.test.db.begin(Scope::System).await.unwrap();
+        sqlx::query_scalar("SELECT gate FROM tool_calls WHERE call_id = $1")
+            .bind(call_id)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap()
+    }
+}
+
+/// Answers every call the same way and remembers the tools it was asked about.
+struct Fixed {
+    answer: Result<GateDecision, GateError>,
+    delay: Duration,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Fixed {
+    fn new(answer: Result<GateDecision, GateError>) -> Arc<Fixed> {
+        Fixed::slow(answer, Duration::ZERO)
+    }
+
+    fn slow(answer: Result<GateDecision, GateError>, delay: Duration) -> Arc<Fixed> {
+        Arc::new(Fixed {
+            answer,
+            delay,
+            asked: Mutex::default(),
+        })
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Gate for Fixed {
+    async fn check(&self, call: &GateCall<'_>) -> Result<GateDecision, GateError> {
+        self.asked.lock().unwrap().push(format!(
+            "{} {} {}",
+            call.entry.name, call.args, call.entry.annotations.open_world
+        ));
+        tokio::time::sleep(self.delay).await;
+        self.answer.clone()
+    }
+}
+
+fn assert_ran(r: &ToolResult) {
+    assert!(r.success, "{r:?}");
+    assert_eq!(
+        r.data.as_ref().unwrap()["echo"]["url"],
+        "https://example.org/"
+    );
+}
+
+fn assert_refused(r: &ToolResult, code: ErrorCode, message: &str) {
+    assert!(!r.success, "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    assert_eq!(error.code, code, "{r:?}");
+    assert_eq!(error.message, message);
+    assert!(!error.retryable, "{r:?}");
+}
+
+#[tokio::test]
+async fn an_allowed_call_runs_and_is_audited_allow() {
+    let w = World::new().await;
+    let gate = Fixed::new(Ok(GateDecision::Allow));
+    let registry = w.registry(Some(gate.clone()));
+    assert_ran(&w.call(&registry, "gated", "call-allow").await);
+    assert_eq!(w.runs(), 1);
+    assert_eq!(
+        gate.asked(),
+        [r#"gated {"url":"https://example.org/"} true"#]
+    );
+    assert_eq!(w.audited_gate("call-allow").await.as_deref(), Some("allow"));
+}
+
+#[tokio::test]
+async fn a_blocked_call_fails_with_the_reason_and_never_runs() {
+    let w = World::new().await;
+    let gate = Fixed::new(Ok(GateDecision::Deny {
+        reason: "the evaluator flagged the URL".into(),
+    }));
+    let registry = w.registry(Some(gate));
+    let r = w.call(&registry, "gated", "call-deny").await;
+    assert_refused(
+        &r,
+        ErrorCode::Blocked,
+        "gated was blocked by the eval gate: the evaluator flagged the URL",
+    );
+    assert_eq!(
+        serde_json::to_value(&r).unwrap()["error"]["code"],
+        "blocked"
+    );
+    assert_eq!(w.runs(), 0);
+    assert_eq!(w.audited_gate("call-deny").await.as_deref(), Some("deny"));
+}
+
+#[tokio::test]
+async fn a_call_the_gate_asks_about_needs_approval_and_does_not_run() {
+    let w = World::new().await;
+    let gate = Fixed::new(Ok(GateDecision::Ask {
+        reason: "a person reviews expensive calls".into(),
+    }));
+    let registry = w.registry(Some(gate));
+    let r = w.call(&registry, "gated", "call-ask").await;
+    assert_refused(
+        &r,
+        ErrorCode::ApprovalRequired,
+        "gated needs a person's approval before it runs, and nobody can give it here: a person reviews expensive calls",
+    );
+    assert_eq!(w.runs(), 0);
+    assert_eq!(w.audited_gate("call-ask").await.as_deref(), Some("ask"));
+}
+
+#[tokio::test]
+async fn a_gate_that_fails_lets_the_call_run() {
+    let w = World::new().await;
+    let gate = Fixed::new(Err(GateError::new("the evaluator is down")));
+    let registry = w.registry(Some(gate));
+    assert_ran(&w.call(&registry, "gated", "call-error").await);
+    assert_eq!(w.runs(), 1);
+    assert_eq!(
+        w.audited_gate("call-error").await.as_deref(),
+        Some("fail_open")
+    );
+}
+
+#[tokio::test]
+async fn a_gate_slower_than_two_seconds_lets_the_call_run_at_two_seconds() {
+    let w = World::new().await;
+    // It would block the call, had it answered in time.
+    let gate = Fixed::slow(
+        Ok(GateDecision::Deny {
+            reason: "too late".into(),
+        }),
+        Duration::from_secs(3),
+    );
+    let registry = w.registry(Some(gate));
+    let started = Instant::now();
+    let r = w.call(&registry, "gated", "call-slow").await;
+    let elapsed = started.elapsed();
+    assert_ran(&r);
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    assert_eq!(w.runs(), 1);
+    assert_eq!(
+        w.audited_gate("call-slow").await.as_deref(),
+        Some("fail_open")
+    );
+}
+
+#[tokio::test]
+async fn without_a_gate_every_call_runs() {
+    let w = World::new().await;
+    let registry = w.registry(None);
+    assert_ran(&w.call(&registry, "gated", "call-no-gate").await);
+    assert_eq!(w.runs(), 1);
+    assert_eq!(w.audited_gate("call-no-gate").await, None);
+}
+
+#[tokio::test]
+async fn a_tool_that_does_not_require_the_gate_never_reaches_it() {
+    let w = World::new().await;
+    let gate = Fixed::new(Ok(GateDecision::Deny {
+        reason: "everything is blocked".into(),
+    }));
+    let registry = w.registry(Some(gate.clone()));
+    assert_ran(&w.call(&registry, "plain", "call-plain").await);
+    assert!(gate.asked().is_empty(), "{:?}", gate.asked());
+    assert_eq!(w.audited_gate("call-plain").await, None);
+    // A call refused before the gate (here: invalid arguments) never reaches it either.
+    let r = registry
+        .execute_tool(
+            "gated",
+            json!({ "uri": "x" }),
+            &w.ctx("call-invalid"),
+            &NoCallbacks,
+        )
+        .await;
+    assert_eq!(r.code(), Some(ErrorCode::InvalidArguments), "{r:?}");
+    assert!(gate.asked().is_empty(), "{:?}", gate.asked());
+    assert_eq!(w.audited_gate("call-invalid").await, None);
+}
+
+/// A fake evaluation service: answers every request with `respond` and
+/// keeps the requests.
+async fn service(
+    respond: impl Fn() -> Response + Send + Sync + 'static,
+) -> (Server, Arc<Mutex<Vec<Request>>>) {
+    let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+    let kept = seen.clone();
+    let server = Server::start(move |request: Request| {
+        kept.lock().unwrap().push(request);
+        respond()
+    })
+    .await;
+    (server, seen)
+}
+
+/// How a call is refused: its error code and message; `None`: it runs.
+type Refusal = Option<(ErrorCode, &'static str)>;
+
+/// What a fake service does with each request.
+type Respond = Box<dyn Fn() -> Response + Send + Sync>;
+
+fn answer(status: u16, body: &str) -> Response {
+    Response::whole(
+        status,
+        vec![("content-type".into(), "application/json".into())],
+        body.as_bytes().to_vec(),
+    )
+}
+
+#[tokio::test]
+async fn the_http_gate_posts_the_call_and_follows_the_answer() {
+    let w = World::new().await;
+    // (answer, expected error code and message, audit verdict)
+    let cases: [(&str, Refusal, &str); 4] = [
+        (r#"{"decision": "allow"}"#, None, "allow"),
+        (
+            r#"{"decision": "deny", "reason": "the domain is on the block list"}"#,
+            Some((
+                ErrorCode::Blocked,
+                "gated was blocked by the eval gate: the domain is on the block list",
+            )),
+            "deny",
+        ),
+        (
+            r#"{"decision": "deny"}"#,
+            Some((
+                ErrorCode::Blocked,
+                "gated was blocked by the eval gate: the evaluation service gave no reason",
+            )),
+            "deny",
+        ),
+        (
+            r#"{"decision": "ask", "reason": "first visit to this site"}"#,
+            Some((
+                ErrorCode::ApprovalRequired,
+                "gated needs a person's approval before it runs, and nobody can give it here: first visit to this site",
+            )),
+            "ask",
+        ),
+    ];
+    for (i, (body, refusal, verdict)) in cases.into_iter().enumerate() {
+        let (server, seen) = service(move || answer(200, body)).await;
+        let gate = HttpGate::new(&server.url("/evaluate"), Some("s3cret".into())).unwrap();
+        let registry = w.registry(Some(Arc::new(gate)));
+        let call_id = format!("call-http-{i}");
+        let runs_before = w.runs();
+        let r = w.call(&registry, "gated", &call_id).await;
+        match refusal {
+            None => {
+                assert_ran(&r);
+                assert_eq!(w.runs(), runs_before + 1);
+            }
+            Some((code, message)) => {
+                assert_refused(&r, code, message);
+                assert_eq!(w.runs(), runs_before);
+            }
+        }
+        assert_eq!(w.audited_gate(&call_id).await.as_deref(), Some(verdict));
+
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 1, "{body}");
+        let request = &seen[0];
+        assert_eq!(
+            (request.method.as_str(), request.path.as_str()),
+            ("POST", "/evaluate")
+        );
+        assert_eq!(request.header("authorization"), Some("Bearer s3cret"));
+        let posted: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            posted,
+            json!({
+                "tool": "gated",
+                "category": "web",
+                "cost": "expensive",
+                "annotations": {
+                    "read_only": true,
+                    "destructive": false,
+                    "idempotent": false,
+                    "open_world": true,
+                    "requires_confirmation": false
+                },
+                "permission": "user",
+                "caller_permission": "user",
+                "arguments": { "url": "https://example.org/" },
+                "user_id": w.user,
+                "space_id": null,
+                "request_id": "req-gate",
+                "call_id": call_id,
+                "agent": null
+            })
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_http_gate_fails_open_when_the_service_does_not_answer_well() {
+    let w = World::new().await;
+    let refused_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    // (what the service does, the most the call may take)
+    let cases: Vec<(&str, Respond, Duration)> = vec![
+        (
+            "a 500",
+            Box::new(|| answer(500, r#"{"decision": "deny", "reason": "x"}"#)),
+            Duration::from_secs(1),
+        ),
+        (
+            "garbage",
+            Box::new(|| answer(200, "<html>not json</html>")),
+            Duration::from_secs(1),
+        ),
+        (
+            "an unknown decision",
+            Box::new(|| answer(200, r#"{"decision": "maybe"}"#)),
+            Duration::from_secs(1),
+        ),
+        (
+            "a redirect",
+            Box::new(|| {
+                Response::whole(
+                    302,
+                    vec![("location".into(), "http://127.0.0.1:9/".into())],
+                    Vec::new(),
+                )
+            }),
+            Duration::from_secs(1),
+        ),
+        (
+            "an answer after 3 s",
+            Box::new(|| {
+                Response::Delayed(
+                    Duration::from_secs(3),
+                    Box::new(answer(200, r#"{"decision": "deny", "reason": "late"}"#)),
+                )
+            }),
+            Duration::from_secs(3),
+        ),
+    ];
+    for (i, (what, respond, at_most)) in cases.into_iter().enumerate() {
+        let (server, seen) = service(respond).await;
+        let gate = HttpGate::new(&server.url("/"), None).unwrap();
+        let registry = w.registry(Some(Arc::new(gate)));
+        let call_id = format!("call-open-{i}");
+        let started = Instant::now();
+        let r = w.call(&registry, "gated", &call_id).await;
+        let elapsed = started.elapsed();
+        assert_ran(&r);
+        assert!(elapsed < at_most, "{what}: {elapsed:?}");
+        assert_eq!(seen.lock().unwrap().len(), 1, "{what}");
+        assert_eq!(seen.lock().unwrap()[0].header("authorization"), None);
+        assert_eq!(
+            w.audited_gate(&call_id).await.as_deref(),
+            Some("fail_open"),
+            "{what}"
+        );
+    }
+
+    // Nobody listening at all.
+    let gate = HttpGate::new(&format!("http://127.0.0.1:{refused_port}/"), None).unwrap();
+    let registry = w.registry(Some(Arc::new(gate)));
+    assert_ran(&w.call(&registry, "gated", "call-open-refused").await);
+    assert_eq!(
+        w.audited_gate("call-open-refused").await.as_deref(),
+        Some("fail_open")
+    );
+}
+
+#[test]
+fn the_http_gate_refuses_a_url_it_cannot_post_to() {
+    for url in ["", "not a url", "ftp://example.org/", "file:///etc/passwd"] {
+        let e = HttpGate::new(url, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("gate URL {url:?} is not a valid http or https URL")
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_http_gate_sees_only_what_the_policy_allows() {
+    let w = World::new().await;
+    let (server, seen) =
+        service(|| answer(200, r#"{"decision": "deny", "reason": "from the service"}"#)).await;
+    let policy = PolicyGate::parse(
+        "gate.json",
+        &json!({
+            "rules": [
+                { "effect": "deny", "reason": "sub-agents stay off the web", "agents": ["document_analyst"] }
+            ]
+        })
+        .to_string(),
+        &["gated", "plain"],
+    )
+    .unwrap();
+    let chain = GateChain::new(vec![
+        Arc::new(policy),
+        Arc::new(HttpGate::new(&server.url("/"), None).unwrap()),
+    ]);
+    let registry = w.registry(Some(Arc::new(chain)));
+
+    let mut analyst = w.ctx("call-chain-analyst");
+    analyst.agent = Some(Arc::from("document_analyst"));
+    let r = registry
+        .execute_tool("gated", json!({}), &analyst, &NoCallbacks)
+        .await;
+    assert_refused(
+        &r,
+        ErrorCode::Blocked,
+        "gated was blocked by the eval gate: sub-agents stay off the web",
+    );
+    assert!(seen.lock().unwrap().is_empty(), "the policy decided alone");
+
+    let r = w.call(&registry, "gated", "call-chain-user").await;
+    assert_refused(
+        &r,
+        ErrorCode::Blocked,
+        "gated was blocked by the eval gate: from the service",
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(w.runs(), 0);
+}
