@@ -689,3 +689,123 @@ async fn mistral_and_pythonic_text_calls_become_tool_events() {
         "{fed_back}"
     );
 }
+
+/// `options.agent` picks the profile: the model is offered its tools (what
+/// `GET /v1/tools?agent=` lists), a call outside it is refused and the
+/// refusal goes back to the model, the audit names the profile, and an
+/// unknown profile is a 400 naming the known ones.
+#[tokio::test]
+async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let base = w.server_with(model.base_url()).await;
+    let names = |tools: &Value| -> Vec<String> {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let listed = |agent: &str| {
+        let base = base.clone();
+        let token = w.alice();
+        let space = w.alpha;
+        let agent = agent.to_string();
+        async move {
+            reqwest::Client::new()
+                .get(format!("{base}/v1/tools?agent={agent}&spaceId={space}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_outside",
+        name: "grep_documents",
+        fragments: &["{\"pattern\": \"VACUUM\"}"],
+    }]));
+    model.push(text_reply(&["Not with these tools."]));
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({ "messages": [user("grep it")], "spaceId": w.alpha,
+                 "options": { "agent": "explore" } }),
+    )
+    .await;
+    let events = events_of(r).await;
+    let result = events
+        .iter()
+        .find(|(_, kind, _)| kind == "tool_result")
+        .map(|(_, _, body)| body["result"].clone())
+        .unwrap();
+    assert_eq!(result["success"], false);
+    assert_eq!(result["error"]["code"], "not_available");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("this agent may not use it")
+    );
+    let requests = model.requests();
+    let offered = names(&requests[0]["tools"]);
+    assert_eq!(
+        offered,
+        [
+            "document_info",
+            "find_by_name",
+            "folder_tree",
+            "list_folder_contents",
+            "list_sources",
+            "read_document",
+            "search_documents"
+        ]
+    );
+    let explore: Value = listed("explore").await.json().await.unwrap();
+    assert_eq!(explore["agent"], "explore");
+    assert_eq!(requests[0]["tools"], explore["tools"]);
+    // The default profile, chat, offers more; the list's default, service, too.
+    let chat: Value = listed("chat").await.json().await.unwrap();
+    assert!(names(&chat["tools"]).contains(&"grep_documents".to_string()));
+    assert!(names(&chat["tools"]).contains(&"analyze_document".to_string()));
+
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let agent: Option<String> =
+        sqlx::query_scalar("SELECT agent FROM tool_calls WHERE call_id = 'call_outside'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!(agent.as_deref(), Some("explore"));
+
+    let (status, error) = json_of(
+        post_chat(
+            &base,
+            &w.alice(),
+            &json!({ "messages": [user("hi")], "options": { "agent": "nope" } }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("options.agent"), "{message}");
+    assert!(
+        message.contains("analyze_document, chat, explore, service"),
+        "{message}"
+    );
+    let (status, error) = json_of(listed("nope").await).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    let (status, _) = json_of(
+        post_chat(
+            &base,
+            &w.alice(),
+            &json!({ "messages": [user("hi")], "options": { "toolMode": "smoke" } }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}

@@ -38,3 +38,56 @@ fn tools_command_prints_every_tool_with_its_definition() {
     assert!(text.contains("search_documents  (Search"), "{text}");
     assert!(text.contains("offered when: a space is selected"), "{text}");
 }
+
+/// `data-plane tools --agent NAME` shows one profile's tools, for a local
+/// model or not, and refuses an unknown profile naming the known ones.
+#[test]
+fn tools_command_shows_one_agent_profile() {
+    let run = |args: &[&str], local: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"))
+            .args(args)
+            .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+            .env("DATA_PLANE_LOCAL_MODEL", local)
+            .output()
+            .unwrap()
+    };
+    let names = |out: &std::process::Output| -> Vec<String> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let explore = run(&["tools", "--json", "--agent", "explore"], "false");
+    let doc: serde_json::Value = serde_json::from_slice(&explore.stdout).unwrap();
+    assert_eq!(doc["agent"]["name"], "explore");
+    assert_eq!(doc["agent"]["file"], "definitions/agents/explore.json");
+    assert!(!names(&explore).contains(&"grep_documents".to_string()));
+    assert_eq!(
+        doc["tools"][0]["metadata"]["annotations"]["read_only"],
+        true
+    );
+
+    let hosted = names(&run(&["tools", "--json", "--agent", "chat"], "false"));
+    let local = names(&run(&["tools", "--json", "--agent", "chat"], "true"));
+    assert!(hosted.contains(&"analyze_document".to_string()));
+    assert!(!local.contains(&"analyze_document".to_string()));
+    assert_eq!(hosted.len(), local.len() + 1);
+
+    let text = String::from_utf8(run(&["tools", "--agent", "explore"], "auto").stdout).unwrap();
+    assert!(text.contains("agent profile explore"), "{text}");
+    assert!(text.contains("annotations: read_only,idempotent"), "{text}");
+
+    let unknown = run(&["tools", "--agent", "nope"], "auto");
+    assert!(!unknown.status.success());
+    let error = String::from_utf8_lossy(&unknown.stderr);
+    assert!(error.contains("unknown agent profile \"nope\""), "{error}");
+    assert!(error.contains("chat, explore"), "{error}");
+}
