@@ -6,9 +6,9 @@ use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
     ToolError, ToolMeta,
 };
-use data_plane_web::WebError;
 use data_plane_web::extract::{Link, Metadata};
 use data_plane_web::fetch::{self, Kind};
+use data_plane_web::{WebError, guard};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -96,9 +96,14 @@ pub async fn run(
     let doc = match deps.fetcher.fetch(&args.url).await {
         Ok(doc) => doc,
         Err(e) => {
-            // A request that left the server is a side effect, answered or not.
-            if let Some(url) = requested(&e) {
-                ctx.side_effect(format!("fetched:{url}"));
+            // A request that left the server is a side effect, answered or
+            // not; a refusal at a redirect means the first request went out.
+            match requested(&e) {
+                Some(url) => ctx.side_effect(format!("fetched:{url}")),
+                None if refused_elsewhere(&e, &args.url) => {
+                    ctx.side_effect(format!("fetched:{}", args.url));
+                }
+                None => {}
             }
             return Err(tool_error(e));
         }
@@ -132,17 +137,31 @@ pub async fn run(
     })
 }
 
-/// The URL a failed fetch sent a request to, when it got that far (the
-/// guard's refusals and bad URLs never leave the server).
+/// The URL a failed fetch had an answer from (the guard's refusals and bad
+/// URLs never leave the server; a network failure may have happened before
+/// anything was sent, and is not counted).
 fn requested(error: &WebError) -> Option<&str> {
     match error {
         WebError::Status { url, .. }
         | WebError::TooLarge { url, .. }
         | WebError::TooManyRedirects { url, .. }
         | WebError::RedirectLoop { url, .. }
-        | WebError::Unsupported { url, .. }
-        | WebError::Network { url, .. } => Some(url),
+        | WebError::Unsupported { url, .. } => Some(url),
         _ => None,
+    }
+}
+
+/// Whether the guard refused a URL other than the one asked for: a
+/// redirect's target, so the asked URL was fetched.
+fn refused_elsewhere(error: &WebError, asked: &str) -> bool {
+    match error {
+        WebError::Blocked { url, .. } | WebError::InvalidUrl { url, .. } => {
+            match (guard::parse_url(url), guard::parse_url(asked)) {
+                (Ok(refused), Ok(asked)) => refused != asked,
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 

@@ -1367,3 +1367,25 @@ async fn a_question_about_another_spaces_document_never_reaches_the_model() {
         "the model saw another space's table"
     );
 }
+
+/// A query records the document tables it read as side effects; a CTE of
+/// the same name is not the table, and a refused query read nothing.
+#[tokio::test]
+async fn a_query_records_the_tables_it_read() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let doc = w.doc(CITIES);
+    let cases = [
+        ("SELECT count(*) FROM cities", vec!["queried:cities"]),
+        (
+            "WITH cities AS (SELECT 1 AS n) SELECT n FROM cities",
+            vec![],
+        ),
+        ("SELECT 1", vec![]),
+        ("SELECT * FROM pg_user", vec![]),
+    ];
+    for (sql, expected) in cases {
+        let r = query(&w, &alice, doc, json!({ "sql": sql })).await;
+        assert_eq!(r.side_effects, expected, "{sql}: {r:?}");
+    }
+}

@@ -283,3 +283,42 @@ async fn an_admin_can_switch_the_tool_off() {
         "the switched-off call fetched nothing"
     );
 }
+
+/// A fetch records each URL a request went to as a side effect, in the
+/// result and the audit record; a URL the guard refused was never fetched.
+#[tokio::test]
+async fn a_fetch_records_what_it_fetched_as_side_effects() {
+    let w = World::new().await;
+    let server = LocalServer::start(vec![
+        ("/article", Reply::ok("text/html; charset=utf-8", article())),
+        ("/moved", Reply::redirect(301, "/article")),
+        ("/gone", Reply::status(404)),
+        (
+            "/to-metadata",
+            Reply::redirect(302, "http://169.254.169.254/latest/meta-data/"),
+        ),
+    ])
+    .await;
+    let ctx = w.ctx(w.alice, None);
+    let fetched = |path: &str| format!("fetched:{}", server.url(path));
+    let cases = [
+        (
+            server.url("/moved"),
+            vec![fetched("/moved"), fetched("/article")],
+        ),
+        (server.url("/gone"), vec![fetched("/gone")]),
+        (server.url("/to-metadata"), vec![fetched("/to-metadata")]),
+        ("file:///etc/passwd".to_string(), vec![]),
+        ("http://169.254.169.254/".to_string(), vec![]),
+    ];
+    for (url, expected) in cases {
+        let result = w.call("fetch_web_page", json!({ "url": url }), &ctx).await;
+        assert_eq!(result.side_effects, expected, "{url}");
+        let shown = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            shown.get("side_effects").is_some(),
+            !expected.is_empty(),
+            "{url}: {shown}"
+        );
+    }
+}

@@ -284,6 +284,11 @@ async fn the_chosen_provider_answers_and_failures_tell_the_model_what_to_do() {
         match expected {
             Expect::Ok(data) => {
                 assert!(r.success, "{what}: {:?}", r.error);
+                assert_eq!(
+                    r.side_effects,
+                    [format!("searched:web:{}", data["query"].as_str().unwrap())],
+                    "{what}"
+                );
                 let got = r.data.unwrap();
                 assert_eq!(
                     got["note"],
