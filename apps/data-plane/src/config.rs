@@ -696,6 +696,27 @@ pub fn init_tracing(args: &GlobalArgs) {
     }
 }
 
+/// Whether `url`'s host is this machine or a private network: `localhost`,
+/// a loopback, private (RFC 1918, unique-local) or link-local address.
+pub fn is_local_url(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Some(url::Host::Ipv6(ip)) => {
+            ip.is_loopback()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || (ip.segments()[0] & 0xffc0) == 0xfe80
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -853,25 +874,31 @@ mod tests {
             data_plane_agent::MaxTokensField::MaxTokens
         );
     }
-}
 
-/// Whether `url`'s host is this machine or a private network: `localhost`,
-/// a loopback, private (RFC 1918, unique-local) or link-local address.
-pub fn is_local_url(url: &str) -> bool {
-    let Ok(url) = url::Url::parse(url) else {
-        return false;
-    };
-    match url.host() {
-        Some(url::Host::Domain(d)) => {
-            let d = d.trim_end_matches('.').to_ascii_lowercase();
-            d == "localhost" || d.ends_with(".localhost")
+    #[test]
+    fn a_model_on_this_machine_or_a_private_network_is_local() {
+        for url in [
+            "http://localhost:11434/v1",
+            "http://LOCALHOST./v1",
+            "http://ollama.localhost/v1",
+            "http://127.0.0.1:8080/v1",
+            "http://10.1.2.3/v1",
+            "http://192.168.0.9:8000/v1",
+            "http://172.16.0.1/v1",
+            "http://169.254.1.1/v1",
+            "http://[::1]:8000/v1",
+            "http://[fd00::1]/v1",
+        ] {
+            assert!(is_local_url(url), "{url}");
         }
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
-        Some(url::Host::Ipv6(ip)) => {
-            ip.is_loopback()
-                || (ip.segments()[0] & 0xfe00) == 0xfc00
-                || (ip.segments()[0] & 0xffc0) == 0xfe80
+        for url in [
+            "https://api.openai.com/v1",
+            "http://8.8.8.8/v1",
+            "http://[2001:db8::1]/v1",
+            "http://localhost.example.com/v1",
+            "not a url",
+        ] {
+            assert!(!is_local_url(url), "{url}");
         }
-        None => false,
     }
 }
