@@ -432,8 +432,9 @@ impl Agent {
             .collect();
         messages.push(ChatCompletionRequestMessage::Assistant(
             ChatCompletionRequestAssistantMessage {
-                content: (!transcript.is_empty())
-                    .then(|| ChatCompletionRequestAssistantMessageContent::Text(transcript)),
+                content: (!transcript.is_empty()).then_some(
+                    ChatCompletionRequestAssistantMessageContent::Text(transcript),
+                ),
                 tool_calls: (!native.is_empty()).then_some(native),
                 ..Default::default()
             },

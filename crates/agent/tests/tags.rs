@@ -657,3 +657,25 @@ async fn in_native_mode_tag_lines_are_text_and_tools_are_offered() {
     assert_eq!(first["tools"].as_array().unwrap().len(), 1);
     assert_eq!(first["messages"][0]["role"], "user");
 }
+
+#[tokio::test]
+async fn in_tags_mode_a_line_that_does_not_fit_is_reported_to_the_model() {
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["SEARCH:", "\n"]));
+    model.push(text_reply(&["SEARCH: vacuum"]));
+    model.push(text_reply(&["Found it."]));
+    let agent = agent(&model).await;
+    let (reason, events) = run_tags(&agent, &tags_ctx()).await;
+    assert_eq!(reason, FinishReason::Stop);
+    // Nothing ran for the line that did not fit, and the user saw neither line.
+    assert_eq!(event_types(&events), ["tool_call", "tool_result"]);
+    assert_eq!(text_of(&events), "Found it.");
+    let second = &model.requests()[1]["messages"];
+    assert_eq!(second[2]["content"], "SEARCH:");
+    assert_eq!(
+        second[3]["content"],
+        "Your call \"SEARCH:\" could not be read: the line \"SEARCH:\" does not fit the form \
+         SEARCH: <query> <limit>, e.g. SEARCH: vacuum full. Write it again in one of the forms \
+         you were given."
+    );
+}
