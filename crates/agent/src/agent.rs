@@ -372,7 +372,7 @@ impl Agent {
 
             if tags_mode {
                 let results = self.execute_all(&calls, ctx, sink).await?;
-                self.feed_back_tags(&mut messages, transcript, &calls, results, malformed, &tags);
+                feed_back_tags(&mut messages, transcript, &calls, results, malformed, &tags);
                 continue;
             }
             let mut tool_calls: Vec<ChatCompletionMessageToolCalls> = calls
@@ -408,57 +408,6 @@ impl Agent {
                 let result = ToolResult::failed(MALFORMED_CALL, id, &error, 0).retryable(true);
                 messages.push(tool_message(id, own_failure_for_model(&result)));
             }
-        }
-    }
-
-    /// Tags mode: the model's reply goes back as it wrote it (tag lines
-    /// included) with any native calls it still made, their results as
-    /// tool messages; the results of the calls it wrote as text, and what
-    /// could not be read, follow in one user message, since a model without
-    /// function calling has no use for tool messages.
-    fn feed_back_tags(
-        &self,
-        messages: &mut Vec<ChatCompletionRequestMessage>,
-        transcript: String,
-        calls: &[PlannedCall],
-        results: Vec<ToolResult>,
-        malformed: Vec<(String, String)>,
-        tags: &Tags,
-    ) {
-        let native: Vec<ChatCompletionMessageToolCalls> = calls
-            .iter()
-            .filter(|c| c.written.is_none())
-            .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
-            .collect();
-        messages.push(ChatCompletionRequestMessage::Assistant(
-            ChatCompletionRequestAssistantMessage {
-                content: (!transcript.is_empty()).then_some(
-                    ChatCompletionRequestAssistantMessageContent::Text(transcript),
-                ),
-                tool_calls: (!native.is_empty()).then_some(native),
-                ..Default::default()
-            },
-        ));
-        let mut parts = Vec::new();
-        for (call, result) in calls.iter().zip(results) {
-            let body = result_for_model(&result, tags);
-            match &call.written {
-                None => messages.push(tool_message(&call.id, body)),
-                Some(written) => parts.push(format!("Results of {written}:\n{body}")),
-            }
-        }
-        for (raw, reason) in malformed {
-            parts.push(format!(
-                "Your call {raw:?} could not be read: {reason}. Write it again in one of the forms you were given."
-            ));
-        }
-        if !parts.is_empty() {
-            messages.push(ChatCompletionRequestMessage::User(
-                ChatCompletionRequestUserMessage {
-                    content: ChatCompletionRequestUserMessageContent::Text(parts.join("\n\n")),
-                    name: None,
-                },
-            ));
         }
     }
 
@@ -746,6 +695,56 @@ impl Turn {
             .collect();
         calls.extend(self.text_calls);
         (self.text, calls, self.malformed)
+    }
+}
+
+/// Tags mode: the model's reply goes back as it wrote it (tag lines
+/// included) with any native calls it still made, their results as
+/// tool messages; the results of the calls it wrote as text, and what
+/// could not be read, follow in one user message, since a model without
+/// function calling has no use for tool messages.
+fn feed_back_tags(
+    messages: &mut Vec<ChatCompletionRequestMessage>,
+    transcript: String,
+    calls: &[PlannedCall],
+    results: Vec<ToolResult>,
+    malformed: Vec<(String, String)>,
+    tags: &Tags,
+) {
+    let native: Vec<ChatCompletionMessageToolCalls> = calls
+        .iter()
+        .filter(|c| c.written.is_none())
+        .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
+        .collect();
+    messages.push(ChatCompletionRequestMessage::Assistant(
+        ChatCompletionRequestAssistantMessage {
+            content: (!transcript.is_empty()).then_some(
+                ChatCompletionRequestAssistantMessageContent::Text(transcript),
+            ),
+            tool_calls: (!native.is_empty()).then_some(native),
+            ..Default::default()
+        },
+    ));
+    let mut parts = Vec::new();
+    for (call, result) in calls.iter().zip(results) {
+        let body = result_for_model(&result, tags);
+        match &call.written {
+            None => messages.push(tool_message(&call.id, body)),
+            Some(written) => parts.push(format!("Results of {written}:\n{body}")),
+        }
+    }
+    for (raw, reason) in malformed {
+        parts.push(format!(
+            "Your call {raw:?} could not be read: {reason}. Write it again in one of the forms you were given."
+        ));
+    }
+    if !parts.is_empty() {
+        messages.push(ChatCompletionRequestMessage::User(
+            ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Text(parts.join("\n\n")),
+                name: None,
+            },
+        ));
     }
 }
 
