@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
+    ToolContext, ToolError, ToolMeta,
 };
 use data_plane_web::extract::{Link, Metadata};
 use data_plane_web::fetch::{self, Kind};
@@ -42,7 +42,12 @@ pub const META: ToolMeta = ToolMeta {
     },
     requires_gate: true,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "FETCH",
+        pattern: r"(?P<url>\S+)",
+        example: "FETCH: https://www.postgresql.org/docs/current/sql-vacuum.html",
+        strip_from_display: true,
+    }),
 };
 
 pub fn available(ctx: &ToolContext) -> bool {

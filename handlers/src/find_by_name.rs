@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
+    ToolContext, ToolError, ToolMeta,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,12 @@ pub const META: ToolMeta = ToolMeta {
     limits: RateLimits::NONE,
     requires_gate: false,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "FIND",
+        pattern: r"(?P<pattern>.+)",
+        example: "FIND: **/*.csv",
+        strip_from_display: true,
+    }),
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

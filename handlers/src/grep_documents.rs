@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
-    ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, TagSpec, ToolContext,
+    ToolError, ToolMeta,
 };
 use data_plane_store::ScopedTx;
 use regex::{Regex, RegexBuilder};
@@ -64,7 +64,12 @@ pub const META: ToolMeta = ToolMeta {
     limits: RateLimits::NONE,
     requires_gate: false,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "GREP",
+        pattern: r"(?P<pattern>.+)",
+        example: "GREP: max_connections",
+        strip_from_display: true,
+    }),
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, ToolContext, ToolError,
-    ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, Permission, RateLimits, TagSpec, ToolContext,
+    ToolError, ToolMeta,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,12 @@ pub const META: ToolMeta = ToolMeta {
     limits: RateLimits::NONE,
     requires_gate: false,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "READ",
+        pattern: r"(?P<document_id>\S+)",
+        example: "READ: 3f2b8c4e-9a1d-4e7b-8c2f-5d6e7f8a9b0c",
+        strip_from_display: true,
+    }),
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
+    ToolContext, ToolError, ToolMeta,
 };
 use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
 use data_plane_store::ScopedTx;
@@ -57,7 +57,12 @@ pub const META: ToolMeta = ToolMeta {
     limits: RateLimits::NONE,
     requires_gate: false,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "SEARCH",
+        pattern: r"(?P<query>.+)",
+        example: "SEARCH: vacuum full",
+        strip_from_display: true,
+    }),
 };
 
 pub fn available(_ctx: &ToolContext) -> bool {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, ToolContext,
-    ToolError, ToolMeta, ToolSetting,
+    AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
+    ToolContext, ToolError, ToolMeta, ToolSetting,
 };
 use data_plane_web::WebError;
 use data_plane_web::search::{Freshness, ProviderKind, SearchHit, SearchRequest};
@@ -59,7 +59,12 @@ pub const META: ToolMeta = ToolMeta {
     },
     requires_gate: true,
     defer_loading: false,
-    tag: None,
+    tag: Some(TagSpec {
+        tag_prefix: "WEB",
+        pattern: r"(?P<query>.+)",
+        example: "WEB: postgresql 17 release notes",
+        strip_from_display: true,
+    }),
 };
 
 /// Which configured provider web_search uses, chosen by an admin.

@@ -19,8 +19,8 @@ use common::World;
 use data_plane_handlers::{LedgerOptions, PgLedger};
 use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, HandlerEntry,
-    NoCallbacks, NoLedger, Permission, RateLimits, Registry, Settings, ToolContext, ToolError,
-    ToolHandler, ToolMeta, ToolResult,
+    NoCallbacks, NoLedger, Permission, RateLimits, Registry, Settings, TagSpec, ToolContext,
+    ToolError, ToolHandler, ToolMeta, ToolResult,
 };
 use data_plane_store::Scope;
 use serde_json::{Value, json};
@@ -89,6 +89,52 @@ async fn every_definition_has_its_handler_and_the_other_way_round() {
         assert_eq!(t.definition["name"], t.name.as_str());
         assert_eq!(t.openai_tool()["type"], "function");
     }
+}
+
+#[test]
+fn the_single_argument_tools_have_tags_and_the_prompt_block_teaches_them() {
+    let registry = data_plane_handlers::offline_registry().unwrap();
+    let tags: Vec<(&str, &str)> = registry
+        .tools()
+        .iter()
+        .filter_map(|t| t.tag.as_ref().map(|tag| (t.name.as_str(), tag.prefix())))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            ("fetch_web_page", "FETCH"),
+            ("find_by_name", "FIND"),
+            ("grep_documents", "GREP"),
+            ("read_document", "READ"),
+            ("search_documents", "SEARCH"),
+            ("web_search", "WEB"),
+        ]
+    );
+    // A guest without web search: the four tools over documents.
+    let ctx = ToolContext::new(uuid::Uuid::new_v4(), None, Permission::Guest);
+    let block = registry.prompt_block(&ctx);
+    let forms: Vec<&str> = block
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        forms,
+        [
+            "FIND: <pattern> — documents whose path or name matches a glob — e.g. FIND: **/*.csv",
+            "GREP: <pattern> — exact text or regex matches with line numbers — e.g. GREP: max_connections",
+            "READ: <document_id> — document text by character range — e.g. READ: 3f2b8c4e-9a1d-4e7b-8c2f-5d6e7f8a9b0c",
+            "SEARCH: <query> — hybrid, vector or keyword search over passages — e.g. SEARCH: vacuum full",
+        ],
+        "{block}"
+    );
+    assert!(block.contains("one call per line, at the start of the line"));
+    // A profile without tagged tools offers no block.
+    let navigation = ctx.with_allow_list(
+        "test",
+        std::sync::Arc::from(vec!["folder_tree".to_string()]),
+    );
+    assert_eq!(registry.prompt_block(&navigation), "");
 }
 
 /// A handler for registries built by hand in these tests.
@@ -345,6 +391,86 @@ fn an_inconsistent_registry_names_the_files() {
     for (case, def, problem) in invalid {
         check(case, vec![def], vec![a()], &[problem, usable]);
     }
+
+    // Tags: checked against the definition, prefixes unique.
+    let tagged = |name: &'static str, file: &'static str, tag: TagSpec| {
+        let mut meta = meta(Duration::from_secs(1), RateLimits::NONE, &[]);
+        meta.tag = Some(tag);
+        handler_with(name, file, Behaviour::Echo, meta)
+    };
+    let tag = |tag_prefix: &'static str, pattern: &'static str, example: &'static str| TagSpec {
+        tag_prefix,
+        pattern,
+        example,
+        strip_from_display: true,
+    };
+    check(
+        "a tag group that is no parameter",
+        vec![valid("alpha")],
+        vec![tagged(
+            "alpha",
+            "handlers/src/alpha.rs",
+            tag("ALPHA", "(?P<txt>.+)", "ALPHA: x"),
+        )],
+        &[
+            "handlers/src/alpha.rs: the pattern of tag ALPHA has the group \"txt\", which is not a parameter of the tool",
+        ],
+    );
+    check(
+        "a lower-case tag prefix",
+        vec![valid("alpha")],
+        vec![tagged(
+            "alpha",
+            "handlers/src/alpha.rs",
+            tag("alpha", "(?P<text>.+)", "alpha: x"),
+        )],
+        &[
+            "handlers/src/alpha.rs: tag prefix \"alpha\" must be upper-case ASCII letters or underscores",
+        ],
+    );
+    check(
+        "a required parameter without a group",
+        vec![edited("alpha", |v| {
+            v["parameters"]["required"] = json!(["text"])
+        })],
+        vec![tagged(
+            "alpha",
+            "handlers/src/alpha.rs",
+            tag("ALPHA", "(?:.+)", "ALPHA: x"),
+        )],
+        &[
+            "handlers/src/alpha.rs: the pattern of tag ALPHA has no group for the required parameter \"text\"",
+        ],
+    );
+    check(
+        "a pattern that does not compile",
+        vec![valid("alpha")],
+        vec![tagged(
+            "alpha",
+            "handlers/src/alpha.rs",
+            tag("ALPHA", "(?P<text>.+", "ALPHA: x"),
+        )],
+        &["handlers/src/alpha.rs: the pattern of tag ALPHA does not compile"],
+    );
+    check(
+        "two tools, one tag prefix",
+        vec![valid("alpha"), valid("beta")],
+        vec![
+            tagged(
+                "alpha",
+                "handlers/src/alpha.rs",
+                tag("FIND", "(?P<text>.+)", "FIND: x"),
+            ),
+            tagged(
+                "beta",
+                "handlers/src/beta.rs",
+                tag("FIND", "(?P<text>.+)", "FIND: y"),
+            ),
+        ],
+        &[
+            "handlers/src/beta.rs: tag prefix FIND is already the tag of alpha (handlers/src/alpha.rs)",
+        ],
+    );
 
     // Every problem at once, each named.
     check(

@@ -889,7 +889,7 @@ mod tests {
             "http://[::1]:8000/v1",
             "http://[fd00::1]/v1",
         ] {
-            assert!(is_local_url(url), "{url}");
+            assert!(super::is_local_url(url), "{url}");
         }
         for url in [
             "https://api.openai.com/v1",
@@ -898,7 +898,7 @@ mod tests {
             "http://localhost.example.com/v1",
             "not a url",
         ] {
-            assert!(!is_local_url(url), "{url}");
+            assert!(!super::is_local_url(url), "{url}");
         }
     }
 }

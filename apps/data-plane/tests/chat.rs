@@ -809,3 +809,82 @@ async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn in_tags_mode_a_tag_line_runs_the_tool_and_stays_out_of_the_text() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let reply = "Searching the notes.\nSEARCH: dead tuples\n";
+    let pieces: Vec<&str> = (0..reply.len())
+        .step_by(3)
+        .map(|i| &reply[i..(i + 3).min(reply.len())])
+        .collect();
+    model.push(text_reply(&pieces));
+    model.push(text_reply(&["VACUUM reclaims their storage."]));
+    let base = w.server_with(model.base_url()).await;
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({
+            "messages": [user("what does vacuum do?")],
+            "spaceId": w.alpha,
+            "options": { "toolMode": "tags" }
+        }),
+    )
+    .await;
+    let events = events_of(r).await;
+    let got = redacted(&events);
+    let types: Vec<&str> = got
+        .iter()
+        .map(|e| e["data"]["type"].as_str().unwrap())
+        .filter(|t| *t != "text_delta")
+        .collect();
+    assert_eq!(types, ["tool_call", "tool_result", "done"], "{got:?}");
+    let call = got
+        .iter()
+        .find(|e| e["data"]["type"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["data"]["name"], "search_documents");
+    assert_eq!(call["data"]["arguments"], json!({ "query": "dead tuples" }));
+    let result = got
+        .iter()
+        .find(|e| e["data"]["type"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["data"]["result"]["success"], true, "{result}");
+    let text: String = got
+        .iter()
+        .filter(|e| e["data"]["type"] == "text_delta")
+        .map(|e| e["data"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "Searching the notes.VACUUM reclaims their storage.");
+
+    let requests = model.requests();
+    assert!(requests[0].get("tools").is_none(), "{}", requests[0]);
+    let system: Vec<&str> = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        system.iter().any(|s| s.contains(
+            "SEARCH: <query> — hybrid, vector or keyword search over passages — e.g. SEARCH: vacuum full"
+        )),
+        "{system:?}"
+    );
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let last = &messages[messages.len() - 1];
+    assert_eq!(last["role"], "user");
+    let fed_back = last["content"].as_str().unwrap();
+    let body = fed_back
+        .strip_prefix("Results of SEARCH: dead tuples:\n")
+        .unwrap_or_else(|| panic!("{fed_back}"));
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["data"], result["data"]["result"]["data"]);
+    let assistant = &messages[messages.len() - 2];
+    assert_eq!(
+        assistant["content"],
+        "Searching the notes.\nSEARCH: dead tuples"
+    );
+}

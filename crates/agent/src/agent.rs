@@ -10,11 +10,12 @@ use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
     ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
-    ChatCompletionRequestToolMessageContent, ChatCompletionStreamOptions, ChatCompletionTools,
+    ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTools,
     CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
 };
 use data_plane_registry::{
-    Callbacks, ChannelCallbacks, Registry, ToolContext, ToolError, ToolEvent, ToolResult,
+    Callbacks, ChannelCallbacks, Registry, ToolContext, ToolError, ToolEvent, ToolMode, ToolResult,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -24,7 +25,7 @@ use crate::config::MaxTokensField;
 use crate::model::ModelClient;
 use crate::prompt::{PromptFacts, PromptTool};
 use crate::repetition::RepetitionGuard;
-use crate::textcalls::{self, Segment, StreamParser};
+use crate::textcalls::{self, Segment, StreamParser, TagLine, Tags};
 use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
 
 /// Pause before the one retry of a call that failed retryably.
@@ -116,12 +117,21 @@ struct PlannedCall {
     raw_arguments: String,
     /// Parsed arguments, or why they could not be parsed.
     arguments: Result<Value, String>,
+    /// How the model wrote the call in its text (`SEARCH: vacuum full`, or
+    /// the name and arguments of another text form); `None` for a native
+    /// call. In tags mode such a call's result goes back in a user message.
+    written: Option<String>,
 }
 
 /// What one model request produced.
 #[derive(Debug, Default)]
 struct Turn {
     text: String,
+    /// The reply as the model will read it back in tags mode: the text
+    /// with the tag lines that were kept from the user.
+    transcript: String,
+    /// The transcript ends with a tag line kept from the user.
+    after_tag: bool,
     native: BTreeMap<u32, PendingCall>,
     text_calls: Vec<PlannedCall>,
     malformed: Vec<(String, String)>,
@@ -230,6 +240,23 @@ impl Agent {
             return Err(AgentError::InvalidRequest("messages is empty".into()));
         }
         let entries: Vec<_> = self.registry.available_entries(ctx).collect();
+        // Tags mode: no `tools` field; the system prompt teaches the tags,
+        // and lines written in them are the calls.
+        let tags_mode = ctx.tool_mode == ToolMode::Tags;
+        let tags = if tags_mode {
+            Tags::new(
+                entries
+                    .iter()
+                    .filter_map(|e| e.tag.clone().map(|tag| (e.name.clone(), tag))),
+            )
+        } else {
+            Tags::default()
+        };
+        let prompt_block = if tags_mode {
+            self.registry.prompt_block(ctx)
+        } else {
+            String::new()
+        };
         // Names and parameter schemas, for calls the model writes as text.
         let names: Vec<(String, Value)> = entries
             .iter()
@@ -254,15 +281,14 @@ impl Agent {
                 })
                 .collect();
             let facts = request.facts.unwrap_or_else(PromptFacts::today);
-            messages.insert(
-                0,
-                ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-                    content: ChatCompletionRequestSystemMessageContent::Text(
-                        template.render(&facts, &offered),
-                    ),
-                    name: None,
-                }),
-            );
+            let mut system = template.render(&facts, &offered);
+            if !prompt_block.is_empty() {
+                system.push_str("\n\n");
+                system.push_str(&prompt_block);
+            }
+            messages.insert(0, system_message(system));
+        } else if !prompt_block.is_empty() {
+            messages.insert(0, system_message(prompt_block));
         }
         let max_steps = request
             .max_steps
@@ -292,14 +318,17 @@ impl Agent {
                     include_usage: Some(true),
                     include_obfuscation: None,
                 }),
-                tools: (!tools.is_empty()).then(|| tools.clone()),
+                tools: (!tags_mode && !tools.is_empty()).then(|| tools.clone()),
                 temperature: request.temperature,
                 max_completion_tokens: max_tokens
                     .filter(|_| field == MaxTokensField::MaxCompletionTokens),
                 max_tokens: max_tokens.filter(|_| field == MaxTokensField::MaxTokens),
                 ..Default::default()
             };
-            let turn = self.turn(&model_request, &names, sink, progress).await?;
+            let mut turn = self
+                .turn(&model_request, &names, &tags, sink, progress)
+                .await?;
+            let transcript = std::mem::take(&mut turn.transcript);
             usage.prompt_tokens += turn.usage.prompt_tokens;
             usage.completion_tokens += turn.usage.completion_tokens;
             lock(progress).usage = usage;
@@ -341,6 +370,11 @@ impl Agent {
                 return Ok(ended(FinishReason::TokenBudget));
             }
 
+            if tags_mode {
+                let results = self.execute_all(&calls, ctx, sink).await?;
+                feed_back_tags(&mut messages, transcript, &calls, results, malformed, &tags);
+                continue;
+            }
             let mut tool_calls: Vec<ChatCompletionMessageToolCalls> = calls
                 .iter()
                 .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
@@ -364,7 +398,7 @@ impl Agent {
             ));
             let results = self.execute_all(&calls, ctx, sink).await?;
             for (call, result) in calls.iter().zip(results) {
-                messages.push(tool_message(&call.id, result_for_model(&result)));
+                messages.push(tool_message(&call.id, result_for_model(&result, &tags)));
             }
             for (id, reason) in &malformed {
                 let error = ToolError::invalid(format!(
@@ -383,12 +417,14 @@ impl Agent {
         &self,
         request: &CreateChatCompletionRequest,
         names: &[(String, Value)],
+        tags: &Tags,
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
     ) -> Result<Turn, AgentError> {
         let mut stream = self.client.open(request).await?;
         let mut parser = StreamParser::new(Vec::new())
             .schemas(names.iter().cloned())
+            .tags(tags.clone())
             .text_calls(self.config.text_calls)
             .think_start(self.config.think_start);
         let mut turn = Turn::default();
@@ -575,6 +611,11 @@ impl Turn {
                     return Ok(());
                 }
                 self.text.push_str(&text);
+                // Text right after a kept-back tag line starts a line of its own.
+                if std::mem::take(&mut self.after_tag) && !text.starts_with(['\n', '\r']) {
+                    self.transcript.push('\n');
+                }
+                self.transcript.push_str(&text);
                 lock(progress).text.push_str(&text);
                 if !sink.emit(AgentEvent::TextDelta { text }).await {
                     return Err(AgentError::Cancelled);
@@ -585,6 +626,7 @@ impl Turn {
                     Value::Null => json!({}),
                     other => other,
                 };
+                let written = format!("{} {arguments}", call.name);
                 self.text_calls.push(PlannedCall {
                     id: new_call_id(),
                     name: call.name,
@@ -594,9 +636,33 @@ impl Turn {
                     } else {
                         Err(format!("expected an object, got {arguments}"))
                     },
+                    written: Some(written),
                 });
             }
             Segment::Malformed { raw, reason } => self.malformed.push((raw, reason)),
+            Segment::Tag(TagLine { line, call, shown }) => {
+                if !shown {
+                    // The model reads its own line back where it wrote it.
+                    if !self.transcript.is_empty() && !self.transcript.ends_with('\n') {
+                        self.transcript.push('\n');
+                    }
+                    self.transcript.push_str(&line);
+                    self.after_tag = true;
+                }
+                match call {
+                    Ok(call) => {
+                        let raw_arguments = call.arguments.to_string();
+                        self.text_calls.push(PlannedCall {
+                            id: new_call_id(),
+                            name: call.name,
+                            raw_arguments,
+                            arguments: Ok(call.arguments),
+                            written: Some(line),
+                        });
+                    }
+                    Err(reason) => self.malformed.push((line, reason)),
+                }
+            }
         }
         Ok(())
     }
@@ -623,11 +689,62 @@ impl Turn {
                     name: p.name,
                     raw_arguments: raw,
                     arguments,
+                    written: None,
                 }
             })
             .collect();
         calls.extend(self.text_calls);
         (self.text, calls, self.malformed)
+    }
+}
+
+/// Tags mode: the model's reply goes back as it wrote it (tag lines
+/// included) with any native calls it still made, their results as
+/// tool messages; the results of the calls it wrote as text, and what
+/// could not be read, follow in one user message, since a model without
+/// function calling has no use for tool messages.
+fn feed_back_tags(
+    messages: &mut Vec<ChatCompletionRequestMessage>,
+    transcript: String,
+    calls: &[PlannedCall],
+    results: Vec<ToolResult>,
+    malformed: Vec<(String, String)>,
+    tags: &Tags,
+) {
+    let native: Vec<ChatCompletionMessageToolCalls> = calls
+        .iter()
+        .filter(|c| c.written.is_none())
+        .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
+        .collect();
+    messages.push(ChatCompletionRequestMessage::Assistant(
+        ChatCompletionRequestAssistantMessage {
+            content: (!transcript.is_empty()).then_some(
+                ChatCompletionRequestAssistantMessageContent::Text(transcript),
+            ),
+            tool_calls: (!native.is_empty()).then_some(native),
+            ..Default::default()
+        },
+    ));
+    let mut parts = Vec::new();
+    for (call, result) in calls.iter().zip(results) {
+        let body = result_for_model(&result, tags);
+        match &call.written {
+            None => messages.push(tool_message(&call.id, body)),
+            Some(written) => parts.push(format!("Results of {written}:\n{body}")),
+        }
+    }
+    for (raw, reason) in malformed {
+        parts.push(format!(
+            "Your call {raw:?} could not be read: {reason}. Write it again in one of the forms you were given."
+        ));
+    }
+    if !parts.is_empty() {
+        messages.push(ChatCompletionRequestMessage::User(
+            ChatCompletionRequestUserMessage {
+                content: ChatCompletionRequestUserMessageContent::Text(parts.join("\n\n")),
+                name: None,
+            },
+        ));
     }
 }
 
@@ -638,6 +755,13 @@ fn native_call(id: &str, name: &str, arguments: &str) -> ChatCompletionMessageTo
             name: name.to_string(),
             arguments: arguments.to_string(),
         },
+    })
+}
+
+fn system_message(content: String) -> ChatCompletionRequestMessage {
+    ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+        content: ChatCompletionRequestSystemMessageContent::Text(content),
+        name: None,
     })
 }
 
@@ -652,19 +776,28 @@ fn tool_message(call_id: &str, content: String) -> ChatCompletionRequestMessage 
 /// bookkeeping (call id, duration) it has no use for.
 ///
 /// Data and errors may quote documents and web pages: they come framed as
-/// untrusted, with any tool-call markup in them made inert, so that the
-/// model quoting them cannot call a tool.
-fn result_for_model(result: &ToolResult) -> String {
+/// untrusted, with any tool-call markup in them made inert (in tags mode,
+/// lines opening with an offered tag too), so that the model quoting them
+/// cannot call a tool.
+fn result_for_model(result: &ToolResult, tags: &Tags) -> String {
+    let inert = |value: Value| {
+        let value = textcalls::neutralise_value(&value);
+        if tags.is_empty() {
+            value
+        } else {
+            tags.neutralise_value(&value)
+        }
+    };
     let body = if result.success {
         json!({
             "success": true,
             "notice": textcalls::UNTRUSTED_NOTICE,
-            "data": textcalls::neutralise_value(&json!(result.data)),
+            "data": inert(json!(result.data)),
         })
     } else {
         json!({
             "success": false,
-            "error": textcalls::neutralise_value(&json!(result.error)),
+            "error": inert(json!(result.error)),
         })
     };
     body.to_string()

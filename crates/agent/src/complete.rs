@@ -72,6 +72,7 @@ pub async fn complete(
             Segment::Text(t) => t,
             Segment::Call(call) => format!("{} {}", call.name, call.arguments),
             Segment::Malformed { raw, .. } => raw,
+            Segment::Tag(tag) => tag.line,
         })
         .collect();
     Ok(Completion {

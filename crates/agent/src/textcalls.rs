@@ -2,6 +2,8 @@
 //! `<function=NAME><parameter=K>V</parameter></function>`,
 //! `<tool_call>{json}</tool_call>`, a bare JSON array of `{name, arguments}`;
 //! `<think>…</think>` is removed. Everything else is text for the user.
+//! Given the offered tools' [`Tags`] (tags mode), a line `SEARCH: vacuum
+//! full` is a call too (`tags.rs`).
 //!
 //! One state machine serves both the streaming and the whole-text case, so
 //! they cannot disagree: `parse` is a single `push` and `finish`. Every
@@ -14,11 +16,13 @@ mod body;
 mod neutralise;
 mod python;
 mod schema;
+mod tags;
 
 use serde_json::Value;
 
 pub use neutralise::{neutralise, neutralise_value};
 pub use schema::Schemas;
+pub use tags::{TagLine, Tags};
 
 /// Said with every tool result the model reads: what tools return (documents,
 /// search hits, web pages, their titles, metadata and links) is data, and
@@ -46,6 +50,9 @@ pub enum Segment {
     /// Call markup that could not be read (truncated, bad JSON); never shown
     /// to the user, reported back to the model so it can try again.
     Malformed { raw: String, reason: String },
+    /// A tag line (`SEARCH: vacuum full`), read only when the parser has
+    /// [`Tags`]: a call, or why the line does not fit its tag.
+    Tag(TagLine),
 }
 
 /// Whether the chat template already opened a `<think>` block in the
@@ -177,6 +184,13 @@ enum Mode {
         body: usize,
     },
     Array(ArrayState),
+    /// A held tag line from `start` (its prefix) to its end; the text
+    /// after `PREFIX:` begins at `body`.
+    TagLine {
+        tag: usize,
+        start: usize,
+        body: usize,
+    },
 }
 
 /// Where a `<tool_call>` body ends, as far as the input shows.
@@ -244,6 +258,8 @@ pub struct StreamParser {
     examined: usize,
     /// Text calls are not read: only think blocks are markup.
     calls_off: bool,
+    /// The offered tools' tags; empty unless the agent is in tags mode.
+    tags: Tags,
 }
 
 impl StreamParser {
@@ -279,6 +295,14 @@ impl StreamParser {
         if self.calls_off {
             self.arrays_off = true;
         }
+        self
+    }
+
+    /// Reads lines that open with one of `tags` (`SEARCH: vacuum full`) as
+    /// calls, whether or not other text calls are read: a model in tags
+    /// mode has no other way to call a tool.
+    pub fn tags(mut self, tags: Tags) -> Self {
+        self.tags = tags;
         self
     }
 
@@ -356,6 +380,11 @@ impl StreamParser {
                 }
                 Mode::Array(state)
             }
+            Mode::TagLine { tag, start, body } => Mode::TagLine {
+                tag,
+                start: start - pos,
+                body: body - pos,
+            },
             other => other,
         };
     }
@@ -367,6 +396,7 @@ impl StreamParser {
                 Mode::Think => self.step_think(eof),
                 Mode::Call { kind, start, body } => self.step_call(kind, start, body, eof),
                 Mode::Array(state) => self.step_array(state, eof),
+                Mode::TagLine { tag, start, body } => self.step_tag_line(tag, start, body, eof),
             };
             if !progressed {
                 break;
@@ -507,6 +537,30 @@ impl StreamParser {
                     self.start_array(i, i, false);
                     return true;
                 }
+                b'A'..=b'Z' | b'_'
+                    if (self.line_start || self.after_markup) && !self.tags.is_empty() =>
+                {
+                    match self.tags.opening(&self.buf.as_bytes()[i..], eof) {
+                        Prefix::Full(tag) => {
+                            self.flush_run(run_start, i);
+                            let body = i + self.tags.opening_len(tag);
+                            self.pos = i;
+                            self.scan = body;
+                            self.mode = Mode::TagLine {
+                                tag,
+                                start: i,
+                                body,
+                            };
+                            return true;
+                        }
+                        Prefix::Partial => {
+                            self.flush_run(run_start, i);
+                            self.pos = i;
+                            return false;
+                        }
+                        Prefix::No => {}
+                    }
+                }
                 b'`' if self.line_start && !self.arrays_off => match self.fence_at(i, eof) {
                     Prefix::Full(bracket) => {
                         self.flush_run(run_start, i);
@@ -620,6 +674,49 @@ impl StreamParser {
             // A closing tag without its opening one is still markup.
             _ => self.after_markup_at(end),
         }
+    }
+
+    /// A tag line is held until its line break (or the end of the reply),
+    /// then read; a stripped one is consumed as markup is, with its line
+    /// break, a shown one is released as text before its segment.
+    fn step_tag_line(&mut self, tag: usize, start: usize, body: usize, eof: bool) -> bool {
+        let from = self.scan;
+        let newline = memchr::memchr(b'\n', &self.buf.as_bytes()[from..]).map(|at| from + at);
+        let end = match newline {
+            Some(at) => at,
+            None if eof => self.buf.len(),
+            None => {
+                self.examined += self.buf.len() - from;
+                self.scan = self.buf.len();
+                return false;
+            }
+        };
+        self.examined += end - from;
+        let content_end = if self.buf[start..end].ends_with('\r') {
+            end - 1
+        } else {
+            end
+        };
+        let line = &self.buf[start..content_end];
+        let segment = self
+            .tags
+            .read(tag, line, &self.buf[body..content_end], &self.schemas);
+        if self.tags.strips(tag) {
+            self.emit_segment(segment);
+            // The line goes with its line break; the break before it stays
+            // pending, so the lines around it are still apart.
+            self.consume_markup(newline.map_or(end, |at| at + 1), true);
+        } else {
+            let line = line.to_string();
+            self.emit_text(&line);
+            self.emit_segment(segment);
+            self.pos = content_end;
+            self.scan = content_end;
+            self.line_start = false;
+            self.prev = line.as_bytes().last().copied().unwrap_or(b':');
+            self.mode = Mode::Text;
+        }
+        true
     }
 
     /// Finds `needle` from `self.scan`, counting the bytes looked at.

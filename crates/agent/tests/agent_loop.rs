@@ -250,7 +250,10 @@ async fn plain_text_streams_as_text_deltas_and_sends_the_offered_tools() {
             t["function"]["name"].as_str().unwrap()
         })
         .collect();
-    assert_eq!(names, ["flaky", "lookup", "slow", "write_note"]);
+    assert_eq!(
+        names,
+        ["flaky", "flaky_web", "lookup", "slow", "write_note"]
+    );
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ mod registry;
 mod result;
 mod settings;
 pub mod suggest;
+mod tag;
 
 pub use approval::{Approval, Approver};
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
@@ -31,5 +32,6 @@ pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
 pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};
+pub use tag::Tag;
 
 pub use data_plane_types::Permission;

@@ -14,6 +14,7 @@ use crate::gate::{GATE_TIMEOUT, Gate, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
 use crate::profile::{self, AgentProfile};
 use crate::suggest::close_names;
+use crate::tag::{self, Tag};
 use crate::{
     Annotations, Callbacks, Category, Deployment, ErrorCode, ToolContext, ToolError, ToolEvent,
     ToolResult,
@@ -34,6 +35,9 @@ pub struct ToolEntry {
     /// `HandlerEntry::shape`).
     pub shape: Option<fn(&mut Value, &ToolContext)>,
     pub args_schema: Value,
+    /// The tool's one-line form for models without function calling,
+    /// checked and compiled at start-up.
+    pub tag: Option<Tag>,
     handler: Arc<dyn ToolHandler>,
     validator: jsonschema::Validator,
 }
@@ -206,7 +210,8 @@ impl Registry {
     /// Joins definitions with handlers and reads the agent profiles (files
     /// under an `agents/` folder among `definitions`). Any definition
     /// without a handler, handler without a definition, duplicate name or
-    /// alias, invalid definition, contradictory annotations, or profile
+    /// alias, invalid definition, contradictory annotations, tag that does
+    /// not fit its definition or repeats another tool's prefix, or profile
     /// naming an unknown tool or category is an error that names the files.
     pub fn build(
         definitions: Vec<DefinitionFile>,
@@ -296,6 +301,27 @@ impl Registry {
                     h.file, h.name
                 ));
             }
+            let tag = h.meta.tag.and_then(|spec| {
+                Tag::compile(spec, &definition["parameters"])
+                    .map_err(|tag_problems| {
+                        problems
+                            .extend(tag_problems.into_iter().map(|p| format!("{}: {p}", h.file)))
+                    })
+                    .ok()
+            });
+            if let Some(tag) = &tag
+                && let Some(other) = tools.iter().find(|t: &&ToolEntry| {
+                    t.tag.as_ref().is_some_and(|o| o.prefix() == tag.prefix())
+                })
+            {
+                problems.push(format!(
+                    "{}: tag prefix {} is already the tag of {} ({})",
+                    h.file,
+                    tag.prefix(),
+                    other.name,
+                    other.handler_file
+                ));
+            }
             tools.push(ToolEntry {
                 name: h.name.to_string(),
                 definition,
@@ -306,6 +332,7 @@ impl Registry {
                 available: h.available,
                 shape: h.shape,
                 args_schema: h.args_schema,
+                tag,
                 handler: h.handler,
                 validator,
             });
@@ -428,6 +455,17 @@ impl Registry {
         ctx: &'a ToolContext,
     ) -> impl Iterator<Item = &'a ToolEntry> + 'a {
         self.tools.iter().filter(move |t| t.is_offered(ctx))
+    }
+
+    /// What a model without function calling is told about the tools
+    /// offered in `ctx` that have a tag: one line each (`SEARCH: <query> —
+    /// what it does — e.g. SEARCH: vacuum full`), then the rules of the
+    /// form. Empty when no offered tool has a tag.
+    pub fn prompt_block(&self, ctx: &ToolContext) -> String {
+        tag::prompt_block(
+            self.available_entries(ctx)
+                .filter_map(|e| e.tag.as_ref().map(|tag| (tag, e.meta.short_description))),
+        )
     }
 
     /// Runs one call through the whole pipeline. Never panics and never

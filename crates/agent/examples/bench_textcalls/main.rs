@@ -136,6 +136,8 @@ fn outcome_new(input: &str, delta: usize) -> (String, Vec<String>) {
                 Segment::Malformed { raw, reason } => {
                     calls.push(format!("malformed {reason}: {raw}"))
                 }
+                // The bench gives the parser no tags.
+                Segment::Tag(tag) => calls.push(format!("tag {}", tag.line)),
             }
         }
     };
