@@ -549,6 +549,16 @@ impl Registry {
             };
             let checked = check_arguments(meta.name, &meta.validator, &args);
             return match (meta.name, checked) {
+                (EXECUTE_TOOL, Ok(()))
+                    if META_TOOLS.contains(&args["name"].as_str().unwrap_or_default()) =>
+                {
+                    let error = ToolError::invalid(format!(
+                        "execute_tool runs the tools search_tools finds, not {}; call {} directly",
+                        args["name"], args["name"]
+                    ));
+                    self.stamped(EXECUTE_TOOL, Plan::Answer(Err(error)), args, ctx, callbacks)
+                        .await
+                }
                 (EXECUTE_TOOL, Ok(())) => {
                     let target = args["name"].as_str().unwrap_or_default();
                     let arguments = args.get("arguments").cloned().unwrap_or(Value::Null);
