@@ -352,7 +352,7 @@ async fn execute_tool_runs_and_audits_the_real_tool_within_the_allow_list() {
     assert_failed(
         &nested,
         ErrorCode::InvalidArguments,
-        &["call \"search_tools\" directly"],
+        &["call search_tools directly"],
     );
     let searched = w
         .call(

@@ -543,41 +543,8 @@ impl Registry {
             .find(|m| m.name == name)
             .filter(|_| self.discovery(ctx))
         {
-            let args = match args {
-                Value::Null => Value::Object(Default::default()),
-                other => other,
-            };
-            let checked = check_arguments(meta.name, &meta.validator, &args);
-            return match (meta.name, checked) {
-                (EXECUTE_TOOL, Ok(()))
-                    if META_TOOLS.contains(&args["name"].as_str().unwrap_or_default()) =>
-                {
-                    let error = ToolError::invalid(format!(
-                        "execute_tool runs the tools search_tools finds, not {}; call {} directly",
-                        args["name"], args["name"]
-                    ));
-                    self.stamped(EXECUTE_TOOL, Plan::Answer(Err(error)), args, ctx, callbacks)
-                        .await
-                }
-                (EXECUTE_TOOL, Ok(())) => {
-                    let target = args["name"].as_str().unwrap_or_default();
-                    let arguments = args.get("arguments").cloned().unwrap_or(Value::Null);
-                    let plan = match self.offered_entry(target, ctx) {
-                        Some(entry) => Plan::Run(entry),
-                        None => Plan::Answer(Err(self.unknown_tool(target, ctx))),
-                    };
-                    self.stamped(target, plan, arguments, ctx, callbacks).await
-                }
-                (_, Err(e)) => {
-                    self.stamped(meta.name, Plan::Answer(Err(e)), args, ctx, callbacks)
-                        .await
-                }
-                (_, Ok(())) => {
-                    let answer = self.answer_meta(meta.name, &args, ctx);
-                    self.stamped(meta.name, Plan::Answer(answer), args, ctx, callbacks)
-                        .await
-                }
-            };
+            let (name, plan, args) = self.plan_meta(meta, args, ctx);
+            return self.stamped(&name, plan, args, ctx, callbacks).await;
         }
         let plan = match self.get(name) {
             Some(entry) => Plan::Run(entry),
@@ -586,21 +553,53 @@ impl Registry {
         self.stamped(name, plan, args, ctx, callbacks).await
     }
 
-    /// search_tools' or describe_tool's answer, arguments checked.
-    fn answer_meta(&self, name: &str, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        if name == SEARCH_TOOLS {
-            let (query, limit) = discovery::search_arguments(args);
-            let offered: Vec<&ToolEntry> = self.available_entries(ctx).collect();
-            return Ok(discovery::search(query, limit, &offered, ctx));
+    /// What a meta-tool call comes to: the name it is recorded under, what
+    /// to do, and the arguments recorded. search_tools and describe_tool
+    /// are answered here; execute_tool becomes a call of the tool it names
+    /// (with that tool's arguments), or of an unknown tool when `ctx` does
+    /// not offer it: discovery never reveals a tool the context may not use.
+    fn plan_meta(
+        &self,
+        meta: &MetaTool,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> (String, Plan<'_>, Value) {
+        let args = match args {
+            Value::Null => Value::Object(Default::default()),
+            other => other,
+        };
+        let refused =
+            |error: ToolError, args: Value| (meta.name.to_string(), Plan::Answer(Err(error)), args);
+        if let Err(error) = check_arguments(meta.name, &meta.validator, &args) {
+            return refused(error, args);
         }
-        debug_assert_eq!(name, DESCRIBE_TOOL);
-        let wanted = args["name"].as_str().unwrap_or_default();
-        match self.offered_entry(wanted, ctx) {
-            Some(entry) => Ok(discovery::describe(entry, ctx)),
-            // A tool this context may not use is as unknown as one that
-            // does not exist: discovery never reveals it.
-            None => Err(self.unknown_tool(wanted, ctx)),
-        }
+        let named = args["name"].as_str().unwrap_or_default().to_string();
+        let answer = match meta.name {
+            SEARCH_TOOLS => {
+                let (query, limit) = discovery::search_arguments(&args);
+                let offered: Vec<&ToolEntry> = self.available_entries(ctx).collect();
+                Ok(discovery::search(query, limit, &offered, ctx))
+            }
+            DESCRIBE_TOOL => match self.offered_entry(&named, ctx) {
+                Some(entry) => Ok(discovery::describe(entry, ctx)),
+                None => Err(self.unknown_tool(&named, ctx)),
+            },
+            _ if META_TOOLS.contains(&named.as_str()) => {
+                let error = ToolError::invalid(format!(
+                    "execute_tool runs the tools search_tools finds, not {named}; call {named} directly"
+                ));
+                return refused(error, args);
+            }
+            _ => {
+                let arguments = args.get("arguments").cloned().unwrap_or(Value::Null);
+                let plan = match self.offered_entry(&named, ctx) {
+                    Some(entry) => Plan::Run(entry),
+                    None => Plan::Answer(Err(self.unknown_tool(&named, ctx))),
+                };
+                return (named, plan, arguments);
+            }
+        };
+        (meta.name.to_string(), Plan::Answer(answer), args)
     }
 
     /// Carries out `plan` for a call named `name` (a real tool's name,
