@@ -66,9 +66,10 @@ pub(crate) fn short_description(name: &str) -> &'static str {
     }
 }
 
-/// The meta-tools' definitions, in [`META_TOOLS`] order, as files the
-/// registry checks like any tool's definition.
-pub(crate) fn definition_files() -> Vec<DefinitionFile> {
+/// The meta-tools' names and definitions, in [`META_TOOLS`] order, each
+/// definition as a file the registry checks like any tool's (the file name
+/// only labels a start-up error; no such file exists).
+pub(crate) fn definition_files() -> Vec<(&'static str, DefinitionFile)> {
     let definitions = [
         json!({
             "name": SEARCH_TOOLS,
@@ -129,15 +130,15 @@ pub(crate) fn definition_files() -> Vec<DefinitionFile> {
             }
         }),
     ];
-    debug_assert_eq!(definitions.len(), META_TOOLS.len());
-    definitions
+    META_TOOLS
         .into_iter()
-        .map(|d| DefinitionFile {
-            file: format!(
-                "registry/discovery/{}.json",
-                d["name"].as_str().unwrap_or("")
-            ),
-            text: d.to_string(),
+        .zip(definitions)
+        .map(|(name, d)| {
+            let file = DefinitionFile {
+                file: format!("discovery/{name}.json"),
+                text: d.to_string(),
+            };
+            (name, file)
         })
         .collect()
 }

@@ -357,7 +357,9 @@ impl Registry {
             .collect();
         let profiles = profile::load(&profile_files, &categories, &mut problems);
         let mut meta_tools = Vec::new();
-        for (name, file) in META_TOOLS.into_iter().zip(discovery::definition_files()) {
+        // Checked like a tool's file, so a definition that does not name
+        // its meta-tool (the file's stem) is refused here too.
+        for (name, file) in discovery::definition_files() {
             match check_definition(&file) {
                 Ok((definition, validator)) => meta_tools.push(MetaTool {
                     name,
