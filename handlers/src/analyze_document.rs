@@ -154,7 +154,11 @@ pub async fn run(
         })
         .cloned()
         .collect();
-    let sub_ctx = sub_ctx.with_allow_list(PROFILE, allowed.into());
+    let mut sub_ctx = sub_ctx.with_allow_list(PROFILE, allowed.into());
+    // The profile's discovery default holds for the sub-agent as for any agent.
+    sub_ctx.tool_search = registry
+        .profile(PROFILE)
+        .is_some_and(|p| p.spec.tool_search);
 
     let request = ChatRequest {
         messages: vec![

@@ -1,14 +1,15 @@
 //! analyze_document end to end through the registry, the real PostgreSQL and
 //! a fake OpenAI-compatible model on 127.0.0.1 that streams scripted replies:
 //! the sub-agent's events and their parent call id, the tools it is offered,
-//! its confinement to one document, its step limit, cancellation, and the
-//! answer without a model.
+//! its confinement to one document, its step limit, cancellation, the
+//! profile's discovery default, and the answer without a model.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::World;
@@ -17,7 +18,9 @@ use data_plane_agent::testing::{
     FakeModel, Piece, Reply, ScriptedCall, text_reply, tool_calls_reply,
 };
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
-use data_plane_registry::{ChannelCallbacks, ErrorCode, ToolContext, ToolEvent, ToolResult};
+use data_plane_registry::{
+    ChannelCallbacks, ErrorCode, META_TOOLS, NoLedger, Registry, ToolContext, ToolEvent, ToolResult,
+};
 use data_plane_store::Scope;
 use serde_json::{Value, json};
 
@@ -546,4 +549,64 @@ async fn the_token_budget_ends_the_sub_agent() {
     );
     assert_eq!(fake.requests().len(), 1);
     assert!(sub_results(&events).is_empty(), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_profile_that_asks_for_discovery_gives_the_sub_agent_the_meta_tools() {
+    let w = World::new().await;
+    // The shipped profile, with discovery switched on.
+    let definitions = data_plane_handlers::definitions()
+        .into_iter()
+        .map(|mut d| {
+            if d.file == "definitions/agents/analyze_document.json" {
+                let mut profile: Value = serde_json::from_str(&d.text).unwrap();
+                profile["tool_search"] = json!(true);
+                d.text = profile.to_string();
+            }
+            d
+        })
+        .collect();
+    let registry = Arc::new(
+        Registry::build(
+            definitions,
+            data_plane_handlers::all(Some(&w.deps)),
+            Arc::new(NoLedger),
+        )
+        .unwrap(),
+    );
+    let fake = FakeModel::start().await;
+    assert!(w.deps.connect_model(settings(&fake, 4, 100_000), &registry));
+    let run = json!({ "name": "read_document", "arguments": { "max_length": 40 } }).to_string();
+    fake.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_run_1",
+        name: "execute_tool",
+        fragments: &[&run],
+    }]));
+    fake.push(text_reply(&["It is about VACUUM."]));
+
+    let doc = w.doc(VACUUM);
+    let (callbacks, mut rx) = ChannelCallbacks::new();
+    let ctx = w.ctx(w.alice, Some(w.alpha)).with_call_id(PARENT);
+    let result = registry
+        .execute_tool(
+            "analyze_document",
+            json!({ "document_id": doc, "question": "what is it about?" }),
+            &ctx,
+            &callbacks,
+        )
+        .await;
+    drop(callbacks);
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    assert!(result.success, "{result:?}");
+    assert_eq!(offered_tools(&fake.requests()[0]), META_TOOLS);
+    // The tool ran under its own name, pinned to the document.
+    let results = sub_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    let (name, read) = &results[0];
+    assert_eq!(name, "read_document");
+    assert!(read.success, "{read:?}");
+    assert_eq!(read.data.as_ref().unwrap()["document_id"], json!(doc));
 }

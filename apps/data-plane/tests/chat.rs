@@ -1,6 +1,7 @@
 //! `POST /v1/chat` against a real server on 127.0.0.1, the real registry,
 //! handlers and PostgreSQL, and a fake OpenAI-compatible model endpoint:
-//! streamed text, a real tool call fed back to the model, upstream failures
+//! streamed text, a real tool call fed back to the model, tool discovery
+//! (`options.toolSearch`), upstream failures
 //! as `error` events, no model configured, JSON errors, and a client that
 //! hangs up cancelling everything after it.
 
@@ -283,6 +284,113 @@ async fn a_real_tool_runs_and_its_result_goes_back_to_the_model() {
             .await
             .unwrap();
     assert_eq!((tool.as_str(), success), ("read_document", true));
+}
+
+#[tokio::test]
+async fn with_tool_search_the_model_discovers_and_runs_a_real_tool() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let search = json!({ "query": "search passages by meaning" }).to_string();
+    let arguments = json!({ "query": "reclaiming storage", "mode": "vector", "limit": 3 });
+    let execute = json!({ "name": "search_documents", "arguments": arguments }).to_string();
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_search",
+        name: "search_tools",
+        fragments: &[&search],
+    }]));
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_run",
+        name: "execute_tool",
+        fragments: &[&execute],
+    }]));
+    model.push(text_reply(&["VACUUM reclaims storage."]));
+    let base = w.server_with(model.base_url()).await;
+    let r = post_chat(
+        &base,
+        &w.alice(),
+        &json!({
+            "messages": [user("what does vacuum do?")],
+            "spaceId": w.alpha,
+            "options": { "toolSearch": true },
+        }),
+    )
+    .await;
+    let events = events_of(r).await;
+    let got = redacted(&events);
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["search_tools", "describe_tool", "execute_tool"]);
+    assert_eq!(requests[2]["tools"], requests[0]["tools"]);
+
+    // Whole calls and results, in order: the search, then the real tool
+    // under the model's execute_tool call id.
+    let whole: Vec<&Value> = got
+        .iter()
+        .map(|e| &e["data"])
+        .filter(|d| d["type"] == "tool_result" || d["partial"] == false)
+        .collect();
+    assert_eq!(whole.len(), 4, "{got:?}");
+    assert_eq!(whole[0]["name"], "search_tools");
+    assert_eq!(whole[1]["name"], "search_tools");
+    assert_eq!(
+        whole[1]["result"]["data"]["tools"][0]["name"],
+        "search_documents"
+    );
+    assert_eq!(
+        whole[2],
+        &json!({"type": "tool_call", "call_id": "call_model_run",
+            "name": "search_documents", "partial": false, "arguments": arguments})
+    );
+    assert_eq!(whole[3]["name"], "search_documents");
+    assert_eq!(whole[3]["call_id"], "call_model_run");
+    let result = &whole[3]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(result["tool"], "search_documents");
+    assert_eq!(
+        result["data"]["results"][0]["path"], "guides/vacuum.md",
+        "{result}"
+    );
+    let done = &got.last().unwrap()["data"];
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["steps"], 3);
+
+    // The model reads the tool's result under its own call id.
+    let messages = requests[2]["messages"].as_array().unwrap();
+    let fed_back: Vec<Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap())
+        .collect();
+    assert_eq!(fed_back.len(), 2);
+    assert_eq!(fed_back[1]["data"], result["data"]);
+
+    // The audit log holds each call once, the run under the real tool's name.
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT call_id, tool FROM tool_calls WHERE call_id LIKE 'call_model_%' ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    let rows: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(id, tool)| (id.as_str(), tool.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("call_model_run", "search_documents"),
+            ("call_model_search", "search_tools"),
+        ]
+    );
 }
 
 #[tokio::test]

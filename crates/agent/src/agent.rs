@@ -196,10 +196,10 @@ impl Agent {
 
     /// Runs the conversation until the model answers, a limit is reached
     /// (steps, tokens, the deadline), the reply loops, `cancel` fires or
-    /// `sink` stops listening. Offers exactly the tools
-    /// `ctx` makes available (its allow-list included) and runs them under
-    /// `ctx`; dropping the returned future stops the model request and every
-    /// running tool at once.
+    /// `sink` stops listening. Offers what the registry offers up front in
+    /// `ctx` (the tools its allow-list leaves, or the discovery meta-tools)
+    /// and runs every call under `ctx`; dropping the returned future stops
+    /// the model request and every running tool at once.
     pub async fn run(
         &self,
         request: ChatRequest,
@@ -257,31 +257,34 @@ impl Agent {
         } else {
             String::new()
         };
+        // What the model is offered up front: the tools, or the discovery
+        // meta-tools that find and run them.
+        let offered = self.registry.offered(ctx);
         // Names and parameter schemas, for calls the model writes as text.
-        let names: Vec<(String, Value)> = entries
+        let names: Vec<(String, Value)> = offered
             .iter()
-            .map(|e| (e.name.clone(), e.definition["parameters"].clone()))
+            .map(|t| (t.name.clone(), t.parameters().clone()))
             .collect();
-        let tools = entries
+        let tools = offered
             .iter()
-            .map(|e| {
-                serde_json::from_value::<ChatCompletionTools>(e.openai_tool()).map_err(|err| {
-                    AgentError::Config(format!("definition of {} does not fit: {err}", e.name))
+            .map(|t| {
+                serde_json::from_value::<ChatCompletionTools>(t.openai_tool()).map_err(|err| {
+                    AgentError::Config(format!("definition of {} does not fit: {err}", t.name))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut messages = request.messages;
         // Ours first, then the request's own system messages, if any.
         if let Some(template) = &self.config.system_prompt {
-            let offered: Vec<PromptTool<'_>> = entries
+            let prompt_tools: Vec<PromptTool<'_>> = offered
                 .iter()
-                .map(|e| PromptTool {
-                    name: &e.name,
-                    summary: e.meta.short_description,
+                .map(|t| PromptTool {
+                    name: &t.name,
+                    summary: t.short_description,
                 })
                 .collect();
             let facts = request.facts.unwrap_or_else(PromptFacts::today);
-            let mut system = template.render(&facts, &offered);
+            let mut system = template.render(&facts, &prompt_tools);
             if !prompt_block.is_empty() {
                 system.push_str("\n\n");
                 system.push_str(&prompt_block);
@@ -492,8 +495,9 @@ impl Agent {
         Ok(turn)
     }
 
-    /// Runs the calls; consecutive read-only calls run together. Results
-    /// come back in the calls' order.
+    /// Runs the calls; consecutive read-only calls run together (an
+    /// execute_tool call counts as the tool it runs). Results come back in
+    /// the calls' order.
     async fn execute_all(
         &self,
         calls: &[PlannedCall],
@@ -501,11 +505,11 @@ impl Agent {
         sink: &dyn EventSink,
     ) -> Result<Vec<ToolResult>, AgentError> {
         let read_only = |c: &PlannedCall| {
-            c.arguments.is_ok()
-                && self
-                    .registry
-                    .get(&c.name)
-                    .is_some_and(|e| e.annotations.read_only)
+            c.arguments.as_ref().is_ok_and(|args| {
+                self.registry
+                    .call_annotations(&c.name, args, ctx)
+                    .is_some_and(|a| a.read_only)
+            })
         };
         let mut results = Vec::with_capacity(calls.len());
         let mut start = 0;
@@ -547,7 +551,7 @@ impl Agent {
 
     /// One call through the registry, retried once when it failed in a way
     /// a retry may fix and the tool is idempotent (calling it twice does
-    /// no more than calling it once).
+    /// no more than calling it once; for execute_tool, the tool it runs).
     async fn execute_one(
         &self,
         call: &PlannedCall,
@@ -585,8 +589,8 @@ impl Agent {
         }
         if !self
             .registry
-            .get(&call.name)
-            .is_some_and(|e| e.annotations.idempotent)
+            .call_annotations(&call.name, args, &ctx)
+            .is_some_and(|a| a.idempotent)
         {
             return first;
         }

@@ -175,6 +175,15 @@ async fn setup(tune: impl FnOnce(&mut AgentConfig)) -> Setup {
 
 /// Runs to the end, collecting every event.
 async fn run(agent: &Agent, req: ChatRequest) -> (Result<RunOutcome, AgentError>, Vec<AgentEvent>) {
+    run_in(agent, req, &ctx()).await
+}
+
+/// [`run`] under `ctx`.
+async fn run_in(
+    agent: &Agent,
+    req: ChatRequest,
+    ctx: &ToolContext,
+) -> (Result<RunOutcome, AgentError>, Vec<AgentEvent>) {
     let (tx, mut rx) = mpsc::channel(8);
     let collect = tokio::spawn(async move {
         let mut events = Vec::new();
@@ -183,7 +192,7 @@ async fn run(agent: &Agent, req: ChatRequest) -> (Result<RunOutcome, AgentError>
         }
         events
     });
-    let outcome = agent.run(req, &ctx(), &tx, &CancellationToken::new()).await;
+    let outcome = agent.run(req, ctx, &tx, &CancellationToken::new()).await;
     drop(tx);
     (outcome, collect.await.unwrap())
 }
@@ -355,6 +364,76 @@ async fn read_only_calls_run_together_and_others_one_at_a_time() {
         let (overlapped, order) = two_calls(tool).await;
         assert_eq!(overlapped, concurrent, "{tool}");
         assert_eq!(order, ["call_a", "call_b"], "{tool}");
+    }
+}
+
+/// An execute_tool call of `tool` with `key`, as the model writes it.
+fn execute(key: &str, tool: &str) -> String {
+    json!({ "name": tool, "arguments": { "key": key } }).to_string()
+}
+
+#[tokio::test]
+async fn in_discovery_execute_tool_runs_the_tool_under_its_own_name_and_rules() {
+    let mut discovery = ctx();
+    discovery.tool_search = true;
+    // Read-only tools run together and a retryable failure of an idempotent
+    // one is retried, as when the model calls them by name; write_note runs
+    // alone. (flaky answers at once: whether its calls overlapped says
+    // nothing.)
+    for (tool, concurrent, retried) in [
+        ("lookup", Some(true), false),
+        ("flaky", None, true),
+        ("write_note", Some(false), false),
+    ] {
+        let s = setup(|_| {}).await;
+        let (a, b) = (execute("a", tool), execute("b", tool));
+        s.model.push(tool_calls_reply(&[
+            call("call_a", "execute_tool", &[&a]),
+            call("call_b", "execute_tool", &[&b]),
+        ]));
+        s.model.push(text_reply(&["done"]));
+        let (outcome, events) = run_in(&s.agent, request("two"), &discovery).await;
+        assert_eq!(outcome.unwrap().steps, 2, "{tool}");
+
+        let requests = s.model.requests();
+        let offered: Vec<&str> = requests[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(offered, ["search_tools", "describe_tool", "execute_tool"]);
+
+        let calls = s.journal.calls.lock().unwrap().clone();
+        assert_eq!(calls.len(), 2, "{tool}");
+        let overlapped = calls[0].2 < calls[1].3 && calls[1].2 < calls[0].3;
+        if let Some(concurrent) = concurrent {
+            assert_eq!(overlapped, concurrent, "{tool}");
+        }
+        let runs = if retried { 4 } else { 2 };
+        assert_eq!(s.journal.started.load(Ordering::SeqCst), runs, "{tool}");
+        // The stream names the tool that ran, under the model's call ids.
+        let results: Vec<String> = kinds(&events)
+            .into_iter()
+            .filter(|k| k.starts_with("tool_result"))
+            .collect();
+        assert_eq!(results.len(), runs, "{tool}");
+        assert!(
+            results.iter().all(|k| *k == format!("tool_result:{tool}")),
+            "{results:?}"
+        );
+        let answers: Vec<Value> = requests[1]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2);
+        for (answer, key) in answers.iter().zip(["a", "b"]) {
+            assert_eq!(answer["data"]["key"], key, "{tool}: {answer}");
+            assert_eq!(answer["data"]["tool"], tool);
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The tool registry: what a tool is (definition, handler, availability,
 //! metadata), the context a call runs in and the run-time settings it
 //! carries, the events that stream its progress, the result the model sees,
-//! and `execute_tool`'s pipeline.
+//! `execute_tool`'s pipeline, and tool discovery (the meta-tools that
+//! find, describe and run tools not listed up front).
 //!
 //! Nothing here touches the network or the database: rate limits, the audit
 //! log and settings come in through the [`Ledger`] trait.
@@ -9,6 +10,7 @@
 mod approval;
 mod callbacks;
 mod context;
+mod discovery;
 mod entry;
 pub mod gate;
 mod ledger;
@@ -22,6 +24,7 @@ mod tag;
 pub use approval::{Approval, Approver};
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
 pub use context::{Deployment, SideEffects, ToolContext};
+pub use discovery::OfferedTool;
 pub use entry::{
     AnnotationHints, Annotations, Category, CostTier, DefinitionFile, HandlerEntry,
     RateLimitOverride, RateLimits, TagSpec, ToolHandler, ToolMeta,

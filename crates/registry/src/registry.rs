@@ -1,4 +1,5 @@
-//! The registry built at start-up, `get_available_tools` and `execute_tool`.
+//! The registry built at start-up, what it offers (`offered`,
+//! `get_available_tools`) and `execute_tool`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
@@ -9,6 +10,9 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 
 use crate::approval::{Approval, Approver};
+use crate::discovery::{
+    self, DESCRIBE_TOOL, EXECUTE_TOOL, META_ANNOTATIONS, OfferedTool, SEARCH_TOOLS,
+};
 use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
 use crate::gate::{GATE_TIMEOUT, Gate, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
@@ -95,9 +99,26 @@ pub struct RegistryError {
     pub problems: Vec<String>,
 }
 
+/// A discovery meta-tool's definition, checked like a tool's.
+struct MetaTool {
+    name: &'static str,
+    definition: Value,
+    validator: jsonschema::Validator,
+}
+
+/// What a call resolves to before it runs.
+enum Plan<'a> {
+    /// A real tool, through the whole pipeline.
+    Run(&'a ToolEntry),
+    /// An answer the registry gives itself: a meta-tool's, or a refusal.
+    Answer(Result<Value, ToolError>),
+}
+
 /// The single source of truth for which tools exist.
 pub struct Registry {
     tools: Vec<ToolEntry>,
+    /// search_tools, describe_tool and execute_tool, in [`META_TOOLS`] order.
+    meta_tools: Vec<MetaTool>,
     by_name: HashMap<String, usize>,
     profiles: BTreeMap<String, AgentProfile>,
     ledger: Arc<dyn Ledger>,
@@ -364,11 +385,25 @@ impl Registry {
             .map(|f| (f.file, f.text))
             .collect();
         let profiles = profile::load(&profile_files, &categories, &mut problems);
+        let mut meta_tools = Vec::new();
+        // Checked like a tool's file, so a definition that does not name
+        // its meta-tool (the file's stem) is refused here too.
+        for (name, file) in discovery::definition_files() {
+            match check_definition(&file) {
+                Ok((definition, validator)) => meta_tools.push(MetaTool {
+                    name,
+                    definition,
+                    validator,
+                }),
+                Err(problem) => problems.push(problem),
+            }
+        }
         if !problems.is_empty() {
             return Err(RegistryError { problems });
         }
         Ok(Registry {
             tools,
+            meta_tools,
             by_name,
             profiles,
             ledger,
@@ -442,14 +477,47 @@ impl Registry {
         self.by_name.get(name).map(|&i| &self.tools[i])
     }
 
-    /// The tools offered in `ctx`, in OpenAI's `tools` format.
+    /// The tools offered up front in `ctx`, in OpenAI's `tools` format:
+    /// what every door lists and the agent sends the model (see
+    /// [`Registry::offered`]).
     pub fn get_available_tools(&self, ctx: &ToolContext) -> Vec<Value> {
-        self.available_entries(ctx)
-            .map(|e| e.openai_tool_for(ctx))
+        self.offered(ctx)
+            .iter()
+            .map(OfferedTool::openai_tool)
             .collect()
     }
 
-    /// The entries offered in `ctx`.
+    /// The tools a model is offered up front in `ctx`. With
+    /// `ctx.tool_search`, only the discovery meta-tools; otherwise the real
+    /// tools offered in `ctx` except those that defer loading, followed by
+    /// the meta-tools when any does, so that it can still be found.
+    pub fn offered(&self, ctx: &ToolContext) -> Vec<OfferedTool> {
+        let real = |e: &ToolEntry| OfferedTool {
+            name: e.name.clone(),
+            short_description: e.meta.short_description,
+            definition: e.definition_for(ctx),
+        };
+        let meta = self.meta_tools.iter().map(|m| OfferedTool {
+            name: m.name.to_string(),
+            short_description: discovery::short_description(m.name),
+            definition: m.definition.clone(),
+        });
+        if ctx.tool_search {
+            return meta.collect();
+        }
+        let mut offered: Vec<OfferedTool> = self
+            .available_entries(ctx)
+            .filter(|e| !e.meta.defer_loading)
+            .map(real)
+            .collect();
+        if self.discovery(ctx) {
+            offered.extend(meta);
+        }
+        offered
+    }
+
+    /// The real tools that may run in `ctx` (whether listed up front or
+    /// left to discovery).
     pub fn available_entries<'a>(
         &'a self,
         ctx: &'a ToolContext,
@@ -468,11 +536,129 @@ impl Registry {
         )
     }
 
+    /// Whether the discovery meta-tools are offered, and answered, in
+    /// `ctx`: the caller asked for discovery, or a tool it may use defers
+    /// loading. Elsewhere their names are unknown tools.
+    pub fn discovery(&self, ctx: &ToolContext) -> bool {
+        ctx.tool_search || self.available_entries(ctx).any(|e| e.meta.defer_loading)
+    }
+
+    /// The annotations that hold for the call `name(args)` in `ctx`: the
+    /// tool's own, those of the tool an execute_tool call runs, the
+    /// meta-tools' (read-only, idempotent) for search_tools and
+    /// describe_tool; `None` for a call that names no tool it could run.
+    /// The agent decides by them what may run concurrently and be retried.
+    pub fn call_annotations(
+        &self,
+        name: &str,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Option<Annotations> {
+        if META_TOOLS.contains(&name) && self.discovery(ctx) {
+            if name != EXECUTE_TOOL {
+                return Some(META_ANNOTATIONS);
+            }
+            return args["name"]
+                .as_str()
+                .and_then(|target| self.offered_entry(target, ctx))
+                .map(|e| e.annotations);
+        }
+        self.get(name).map(|e| e.annotations)
+    }
+
+    /// A real tool by name or alias, when it is offered in `ctx`.
+    fn offered_entry(&self, name: &str, ctx: &ToolContext) -> Option<&ToolEntry> {
+        self.get(name).filter(|e| e.is_offered(ctx))
+    }
+
     /// Runs one call through the whole pipeline. Never panics and never
     /// fails outside the returned [`ToolResult`].
+    ///
+    /// Where discovery is on ([`Registry::discovery`]), the meta-tools are
+    /// answered here, limited to the tools offered in `ctx`; an
+    /// execute_tool call runs its tool as if the tool had been called by
+    /// name (its events, audit record and result carry the tool's name and
+    /// the call's id), and one the tool cannot take is refused like any
+    /// call of that tool.
     pub async fn execute_tool(
         &self,
         name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        callbacks: &dyn Callbacks,
+    ) -> ToolResult {
+        if let Some(meta) = self
+            .meta_tools
+            .iter()
+            .find(|m| m.name == name)
+            .filter(|_| self.discovery(ctx))
+        {
+            let (name, plan, args) = self.plan_meta(meta, args, ctx);
+            return self.stamped(&name, plan, args, ctx, callbacks).await;
+        }
+        let plan = match self.get(name) {
+            Some(entry) => Plan::Run(entry),
+            None => Plan::Answer(Err(self.unknown_tool(name, ctx))),
+        };
+        self.stamped(name, plan, args, ctx, callbacks).await
+    }
+
+    /// What a meta-tool call comes to: the name it is recorded under, what
+    /// to do, and the arguments recorded. search_tools and describe_tool
+    /// are answered here; execute_tool becomes a call of the tool it names
+    /// (with that tool's arguments), or of an unknown tool when `ctx` does
+    /// not offer it: discovery never reveals a tool the context may not use.
+    fn plan_meta(
+        &self,
+        meta: &MetaTool,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> (String, Plan<'_>, Value) {
+        let args = match args {
+            Value::Null => Value::Object(Default::default()),
+            other => other,
+        };
+        let refused =
+            |error: ToolError, args: Value| (meta.name.to_string(), Plan::Answer(Err(error)), args);
+        if let Err(error) = check_arguments(meta.name, &meta.validator, &args) {
+            return refused(error, args);
+        }
+        let named = args["name"].as_str().unwrap_or_default().to_string();
+        let answer = match meta.name {
+            SEARCH_TOOLS => {
+                let (query, limit) = discovery::search_arguments(&args);
+                let offered: Vec<&ToolEntry> = self.available_entries(ctx).collect();
+                Ok(discovery::search(query, limit, &offered, ctx))
+            }
+            DESCRIBE_TOOL => match self.offered_entry(&named, ctx) {
+                Some(entry) => Ok(discovery::describe(entry, ctx)),
+                None => Err(self.unknown_tool(&named, ctx)),
+            },
+            _ if META_TOOLS.contains(&named.as_str()) => {
+                let error = ToolError::invalid(format!(
+                    "execute_tool runs the tools search_tools finds, not {named}; call {named} directly"
+                ));
+                return refused(error, args);
+            }
+            _ => {
+                let arguments = args.get("arguments").cloned().unwrap_or(Value::Null);
+                let plan = match self.offered_entry(&named, ctx) {
+                    Some(entry) => Plan::Run(entry),
+                    None => Plan::Answer(Err(self.unknown_tool(&named, ctx))),
+                };
+                return (named, plan, arguments);
+            }
+        };
+        (meta.name.to_string(), Plan::Answer(answer), args)
+    }
+
+    /// Carries out `plan` for a call named `name` (a real tool's name,
+    /// an alias, a meta-tool's or an unknown name) with the `tool_call`
+    /// event before, and the audit record and `tool_result` event after.
+    async fn stamped(
+        &self,
+        name: &str,
+        plan: Plan<'_>,
         args: Value,
         ctx: &ToolContext,
         callbacks: &dyn Callbacks,
@@ -483,8 +669,13 @@ impl Registry {
             .call_id
             .clone()
             .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
-        let entry = self.get(name);
-        let tool_name = entry.map_or(name, |e| e.name.as_str()).to_string();
+        let (tool_name, annotations) = match &plan {
+            Plan::Run(entry) => (entry.name.clone(), Some(entry.annotations)),
+            Plan::Answer(_) if META_TOOLS.contains(&name) => {
+                (name.to_string(), Some(META_ANNOTATIONS))
+            }
+            Plan::Answer(_) => (name.to_string(), None),
+        };
         callbacks.emit(ToolEvent::ToolCall {
             call_id: call_id.clone(),
             name: tool_name.clone(),
@@ -493,9 +684,9 @@ impl Registry {
 
         let side_effects = crate::SideEffects::default();
         let mut gate = None;
-        let outcome = match entry {
-            None => Err(self.unknown_tool(name, ctx)),
-            Some(entry) => {
+        let outcome = match plan {
+            Plan::Answer(answer) => answer,
+            Plan::Run(entry) => {
                 let mut ctx = ctx.clone();
                 ctx.call_id = Some(call_id.clone());
                 ctx.side_effects = side_effects.clone();
@@ -509,7 +700,6 @@ impl Registry {
             Err(e) => ToolResult::failed(&tool_name, &call_id, e, duration_ms),
         };
         result.side_effects = side_effects.take();
-        let annotations = entry.map(|e| e.annotations);
         let flags = annotations.map(|a| a.flags()).unwrap_or_default();
         let agent = ctx.agent.as_deref().unwrap_or("");
         match &outcome {
@@ -613,24 +803,7 @@ impl Registry {
         if let Some(document) = ctx.document_scope {
             pin_document(&entry.name, &entry.definition, &mut args, document)?;
         }
-        let violations: Vec<String> = entry
-            .validator
-            .iter_errors(&args)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        if !violations.is_empty() {
-            return Err(ToolError::invalid(format!(
-                "invalid arguments for {name}: {}",
-                violations.join("; ")
-            )));
-        }
+        check_arguments(name, &entry.validator, &args)?;
         if ctx.permission < entry.meta.permission {
             return Err(ToolError::new(
                 ErrorCode::PermissionDenied,
@@ -764,7 +937,34 @@ impl Registry {
 }
 
 /// The names of the discovery meta-tools; no tool may take them.
-pub const META_TOOLS: [&str; 3] = ["search_tools", "describe_tool", "execute_tool"];
+pub const META_TOOLS: [&str; 3] = [SEARCH_TOOLS, DESCRIBE_TOOL, EXECUTE_TOOL];
+
+/// Checks `args` against the schema of `name`, naming every violation with
+/// its JSON pointer.
+fn check_arguments(
+    name: &str,
+    validator: &jsonschema::Validator,
+    args: &Value,
+) -> Result<(), ToolError> {
+    let violations: Vec<String> = validator
+        .iter_errors(args)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::invalid(format!(
+        "invalid arguments for {name}: {}",
+        violations.join("; ")
+    )))
+}
 
 /// Agent profiles live in an `agents/` folder beside the definitions.
 fn is_profile_file(def: &DefinitionFile) -> bool {
