@@ -1626,13 +1626,7 @@ async fn the_audit_record_holds_annotations_side_effects_and_the_profile() {
     assert_eq!(refused.code(), Some(ErrorCode::NotAvailable));
     w.ledger.flush().await;
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
-    let rows: Vec<(
-        String,
-        Option<Value>,
-        Option<String>,
-        Vec<String>,
-        Option<String>,
-    )> = sqlx::query_as(
+    let rows: Vec<GovernanceRow> = sqlx::query_as(
         "SELECT tool, annotations, agent, side_effects, gate
                FROM tool_calls WHERE request_id = 'req-governance' ORDER BY tool",
     )
@@ -1653,3 +1647,12 @@ async fn the_audit_record_holds_annotations_side_effects_and_the_profile() {
     assert_eq!(rows[1].1.as_ref().unwrap()["open_world"], true);
     assert!(rows.iter().all(|r| r.3.is_empty() && r.4.is_none()));
 }
+
+/// tool, annotations, agent, side_effects, gate
+type GovernanceRow = (
+    String,
+    Option<Value>,
+    Option<String>,
+    Vec<String>,
+    Option<String>,
+);
