@@ -253,7 +253,19 @@ impl Agent {
             Tags::default()
         };
         let prompt_block = if tags_mode {
-            self.registry.prompt_block(ctx)
+            let mut block = self.registry.prompt_block(ctx);
+            // Tools with no one-line form stay reachable through the
+            // `<tool_call>` text format, when text calls are read.
+            if self.config.text_calls {
+                let rest = untagged_block(&entries, ctx);
+                if !rest.is_empty() {
+                    if !block.is_empty() {
+                        block.push_str("\n\n");
+                    }
+                    block.push_str(&rest);
+                }
+            }
+            block
         } else {
             String::new()
         };
@@ -760,6 +772,54 @@ fn native_call(id: &str, name: &str, arguments: &str) -> ChatCompletionMessageTo
             arguments: arguments.to_string(),
         },
     })
+}
+
+/// What a model in tags mode is told about the offered tools that have no
+/// tag: one line each, `name(argument, optional?) — what it does`, and how
+/// to write a call to them as text.
+fn untagged_block(entries: &[&data_plane_registry::ToolEntry], ctx: &ToolContext) -> String {
+    let lines: Vec<String> = entries
+        .iter()
+        .filter(|e| e.tag.is_none())
+        .map(|e| {
+            let definition = e.definition_for(ctx);
+            let parameters = &definition["parameters"];
+            let required: Vec<&str> = parameters["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let arguments: Vec<String> = parameters["properties"]
+                .as_object()
+                .map(|p| {
+                    p.keys()
+                        .map(|k| {
+                            if required.contains(&k.as_str()) {
+                                k.clone()
+                            } else {
+                                format!("{k}?")
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "{}({}) — {}",
+                e.name,
+                arguments.join(", "),
+                e.meta.short_description
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Tools without a one-line form (arguments marked ? are optional):\n{}\n\n\
+         To call one, write on a line of its own \
+         <tool_call>{{\"name\": \"TOOL\", \"arguments\": {{...}}}}</tool_call> \
+         with the arguments as a JSON object, then stop and wait for the result.",
+        lines.join("\n")
+    )
 }
 
 fn system_message(content: String) -> ChatCompletionRequestMessage {

@@ -405,11 +405,17 @@ impl ToolHandler for Echo {
 
 fn registry() -> Arc<Registry> {
     let offered = [
-        ("search_documents", "search passages", tools()[0].2, true),
+        ("count_passages", "count matching passages", None, true),
+        (
+            "search_documents",
+            "search passages",
+            Some(tools()[0].2),
+            true,
+        ),
         (
             "web_search",
             "search the web",
-            spec("WEB", r"(?P<query>.+)", "WEB: x"),
+            Some(spec("WEB", r"(?P<query>.+)", "WEB: x")),
             false,
         ),
     ];
@@ -430,7 +436,7 @@ fn registry() -> Arc<Registry> {
                 limits: RateLimits::NONE,
                 requires_gate: false,
                 defer_loading: false,
-                tag: Some(tag),
+                tag,
             },
             available: if available { |_| true } else { |_| false },
             shape: None,
@@ -654,7 +660,8 @@ async fn in_native_mode_tag_lines_are_text_and_tools_are_offered() {
     assert_eq!(reason, FinishReason::Stop);
     assert_eq!(text_of(&events), "SEARCH: vacuum full");
     let first = &model.requests()[0];
-    assert_eq!(first["tools"].as_array().unwrap().len(), 1);
+    // The two available tools, the untagged one too.
+    assert_eq!(first["tools"].as_array().unwrap().len(), 2);
     assert_eq!(first["messages"][0]["role"], "user");
 }
 
@@ -678,4 +685,56 @@ async fn in_tags_mode_a_line_that_does_not_fit_is_reported_to_the_model() {
          SEARCH: <query> <limit>, e.g. SEARCH: vacuum full. Write it again in one of the forms \
          you were given."
     );
+}
+
+/// A tool without a tag is still reachable in tags mode: the prompt names
+/// it with its arguments and teaches the `<tool_call>` form, and such a
+/// call runs and its result comes back like a tag's.
+#[tokio::test]
+async fn in_tags_mode_a_tool_without_a_tag_is_taught_and_called_as_text() {
+    let model = FakeModel::start().await;
+    model.push(text_reply(&bytes(
+        "Counting.\n<tool_call>{\"name\": \"count_passages\", \"arguments\": {\"query\": \"vacuum\"}}</tool_call>\n",
+    )));
+    model.push(text_reply(&["Three passages."]));
+    let agent = agent(&model).await;
+    let (reason, events) = run_tags(&agent, &tags_ctx()).await;
+    assert_eq!(reason, FinishReason::Stop);
+    assert_eq!(event_types(&events), ["tool_call", "tool_result"]);
+    assert!(
+        !text_of(&events).contains("tool_call"),
+        "{}",
+        text_of(&events)
+    );
+
+    let requests = model.requests();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains(
+            "Tools without a one-line form (arguments marked ? are optional):\n\
+             count_passages(limit?, query) — count matching passages"
+        ),
+        "{system}"
+    );
+    assert!(
+        system.contains("<tool_call>{\"name\": \"TOOL\""),
+        "{system}"
+    );
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let results = messages.last().unwrap()["content"].as_str().unwrap();
+    assert!(results.contains("\"success\":true"), "{results}");
+
+    // With text calls switched off there is no way to write it: not taught.
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["Nothing to do."]));
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.text_calls = false;
+    let agent = Agent::new(config, registry()).unwrap();
+    run_tags(&agent, &tags_ctx()).await;
+    let system = model.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!system.contains("count_passages"), "{system}");
+    assert!(system.contains("SEARCH: <query>"), "{system}");
 }
