@@ -149,8 +149,11 @@ pub async fn run(
         })?;
     let allowed: Vec<String> = allowed
         .iter()
+        // Never wider than the parent's own allow-list.
         .filter(|t| {
-            t.as_str() != NAME && registry.get(t).is_some_and(|e| !e.annotations.open_world)
+            t.as_str() != NAME
+                && ctx.allows(t)
+                && registry.get(t).is_some_and(|e| !e.annotations.open_world)
         })
         .cloned()
         .collect();

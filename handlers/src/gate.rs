@@ -7,7 +7,7 @@ use data_plane_registry::gate::GATE_TIMEOUT;
 use data_plane_registry::{Gate, GateCall, GateDecision, GateError};
 use reqwest::Url;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The most of an answer the gate reads: a decision and a reason.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
@@ -85,7 +85,7 @@ impl Gate for HttpGate {
             "annotations": entry.annotations,
             "permission": entry.meta.permission,
             "caller_permission": ctx.permission,
-            "arguments": call.args,
+            "arguments": clipped(call.args),
             "user_id": ctx.user_id,
             "space_id": ctx.space_id,
             "request_id": ctx.request_id,
@@ -137,5 +137,46 @@ impl Gate for HttpGate {
             Decision::Deny => GateDecision::Deny { reason },
             Decision::Ask => GateDecision::Ask { reason },
         })
+    }
+}
+
+/// Longest string of the arguments sent to the gate, in characters: a model
+/// must not be able to push the gate past its body limit or its time budget
+/// (either makes the call fail open) by writing a huge argument.
+const MAX_ARGUMENT_CHARS: usize = 4096;
+
+/// The arguments with every string cut to [`MAX_ARGUMENT_CHARS`] (marked
+/// with a trailing `…`).
+fn clipped(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.chars().count() > MAX_ARGUMENT_CHARS => {
+            let mut cut: String = s.chars().take(MAX_ARGUMENT_CHARS).collect();
+            cut.push('…');
+            Value::String(cut)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(clipped).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), clipped(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn long_strings_are_clipped_before_they_reach_the_gate() {
+        let long = "x".repeat(MAX_ARGUMENT_CHARS + 10);
+        let args = json!({ "query": long, "nested": [{ "q": "short" }], "n": 3 });
+        let sent = clipped(&args);
+        let query = sent["query"].as_str().unwrap();
+        assert_eq!(query.chars().count(), MAX_ARGUMENT_CHARS + 1);
+        assert!(query.ends_with('…'));
+        assert_eq!(sent["nested"], json!([{ "q": "short" }]));
+        assert_eq!(sent["n"], 3);
     }
 }

@@ -227,10 +227,13 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         local_model = global.model.is_local(),
         "deployment facts for agent profiles"
     );
+    // A rule naming a tool that never passes the gate would never apply:
+    // the policy is checked against the gated tools only.
     let tools: Vec<&str> = state
         .registry
         .tools()
         .iter()
+        .filter(|t| t.meta.requires_gate)
         .map(|t| t.name.as_str())
         .collect();
     if let Some(gate) = global.gate.gate(&tools)? {

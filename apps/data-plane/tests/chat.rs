@@ -906,6 +906,24 @@ async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
     );
     let (status, error) = json_of(listed("nope").await).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    // Profiles made for other doors cannot be taken by a chat.
+    for other in ["service", "analyze_document"] {
+        let (status, error) = json_of(
+            post_chat(
+                &base,
+                &w.alice(),
+                &json!({ "messages": [user("hi")], "options": { "agent": other } }),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{other}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("is not for chat; choose one of chat, explore"),
+            "{message}"
+        );
+    }
     let (status, _) = json_of(
         post_chat(
             &base,

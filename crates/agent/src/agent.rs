@@ -643,6 +643,12 @@ impl Turn {
                     other => other,
                 };
                 let written = format!("{} {arguments}", call.name);
+                // In tags mode the model reads its reply back as text: the
+                // call goes back in the form it was taught, where it was.
+                self.transcript_line(&format!(
+                    "<tool_call>{}</tool_call>",
+                    json!({ "name": call.name, "arguments": arguments })
+                ));
                 self.text_calls.push(PlannedCall {
                     id: new_call_id(),
                     name: call.name,
@@ -655,15 +661,14 @@ impl Turn {
                     written: Some(written),
                 });
             }
-            Segment::Malformed { raw, reason } => self.malformed.push((raw, reason)),
+            Segment::Malformed { raw, reason } => {
+                self.transcript_line(&raw);
+                self.malformed.push((raw, reason));
+            }
             Segment::Tag(TagLine { line, call, shown }) => {
                 if !shown {
                     // The model reads its own line back where it wrote it.
-                    if !self.transcript.is_empty() && !self.transcript.ends_with('\n') {
-                        self.transcript.push('\n');
-                    }
-                    self.transcript.push_str(&line);
-                    self.after_tag = true;
+                    self.transcript_line(&line);
                 }
                 match call {
                     Ok(call) => {
@@ -681,6 +686,17 @@ impl Turn {
             }
         }
         Ok(())
+    }
+
+    /// Puts `line`, kept from the user, back in the transcript on a line of
+    /// its own.
+    fn transcript_line(&mut self, line: &str) {
+        if !self.transcript.is_empty() && !self.transcript.ends_with('\n') {
+            self.transcript.push('\n');
+        }
+        self.transcript
+            .push_str(line.trim_end_matches(['\r', '\n']));
+        self.after_tag = true;
     }
 
     /// The visible text, the calls to run (native first, in index order,

@@ -721,6 +721,11 @@ async fn in_tags_mode_a_tool_without_a_tag_is_taught_and_called_as_text() {
         "{system}"
     );
     let messages = requests[1]["messages"].as_array().unwrap();
+    // The model reads its own call back, in the form it was taught.
+    assert_eq!(
+        messages[messages.len() - 2]["content"],
+        "Counting.\n<tool_call>{\"arguments\":{\"query\":\"vacuum\"},\"name\":\"count_passages\"}</tool_call>"
+    );
     let results = messages.last().unwrap()["content"].as_str().unwrap();
     assert!(results.contains("\"success\":true"), "{results}");
 

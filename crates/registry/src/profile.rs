@@ -66,6 +66,12 @@ pub struct ProfileSpec {
     /// How the model calls tools unless a request says otherwise.
     #[serde(default)]
     pub tool_mode: ToolMode,
+    /// A chat request may choose it (`options.agent`). Profiles made for
+    /// a door of their own (services, a sub-agent) say false, so that a
+    /// user cannot take their name, and with it the gate's rules and the
+    /// audit label meant for them.
+    #[serde(default)]
+    pub chat: bool,
 }
 
 /// A profile checked against the registry's tools.

@@ -671,7 +671,8 @@ impl Registry {
             .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
         let (tool_name, annotations) = match &plan {
             Plan::Run(entry) => (entry.name.clone(), Some(entry.annotations)),
-            Plan::Answer(_) if META_TOOLS.contains(&name) => {
+            // execute_tool takes its target's annotations; refused, it has none.
+            Plan::Answer(_) if META_TOOLS.contains(&name) && name != EXECUTE_TOOL => {
                 (name.to_string(), Some(META_ANNOTATIONS))
             }
             Plan::Answer(_) => (name.to_string(), None),

@@ -124,6 +124,21 @@ pub async fn chat(
     };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let agent_profile = body.options.agent.as_deref().unwrap_or(CHAT_PROFILE);
+    if let Some(profile) = state.registry.profile(agent_profile)
+        && !profile.spec.chat
+    {
+        let choices: Vec<&str> = state
+            .registry
+            .profiles()
+            .values()
+            .filter(|p| p.spec.chat)
+            .map(|p| p.name())
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "options.agent: the profile {agent_profile:?} is not for chat; choose one of {}",
+            choices.join(", ")
+        )));
+    }
     let mut ctx = with_profile(&state, ctx, agent_profile, "options.agent")?;
     if let Some(search) = body.options.tool_search {
         ctx.tool_search = search;

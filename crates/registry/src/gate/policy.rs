@@ -179,7 +179,7 @@ impl Rule {
                     let matcher = glob.compile_matcher();
                     if !known.iter().any(|t| matcher.is_match(t)) {
                         return Err(format!(
-                            "tool pattern {pattern:?} matches no tool; known tools: {}",
+                            "tool pattern {pattern:?} matches no tool that passes the gate (those are: {})",
                             known.join(", ")
                         ));
                     }
@@ -629,7 +629,7 @@ mod tests {
         );
         check(
             &rules(json!([{ "effect": "allow", "tools": ["web_serch"] }])),
-            "rule 0: tool pattern \"web_serch\" matches no tool; known tools: fetch_web_page, read_document, web_search",
+            "rule 0: tool pattern \"web_serch\" matches no tool that passes the gate (those are: fetch_web_page, read_document, web_search)",
         );
         check(
             &rules(json!([{ "effect": "allow", "tools": ["web_[a"] }])),
