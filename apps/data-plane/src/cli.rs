@@ -229,22 +229,16 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     );
     // A rule naming a tool that never passes the gate would never apply:
     // the policy is checked against the gated tools only.
-    let tools: Vec<&str> = state
+    let gated: Vec<String> = state
         .registry
         .tools()
         .iter()
         .filter(|t| t.meta.requires_gate)
-        .map(|t| t.name.as_str())
+        .map(|t| t.name.clone())
         .collect();
-    if let Some(gate) = global.gate.gate(&tools)? {
+    let gated: Vec<&str> = gated.iter().map(String::as_str).collect();
+    if let Some(gate) = global.gate.gate(&gated)? {
         state = state.with_gate(gate)?;
-        let gated: Vec<&str> = state
-            .registry
-            .tools()
-            .iter()
-            .filter(|t| t.meta.requires_gate)
-            .map(|t| t.name.as_str())
-            .collect();
         tracing::info!(
             policy = ?global.gate.gate_policy_file,
             url = ?global.gate.gate_url,

@@ -439,17 +439,22 @@ impl Registry {
     /// `ctx` under profile `name`: its tools for `ctx.deployment` as the
     /// allow-list, and its discovery and tool-mode defaults.
     pub fn with_profile(&self, ctx: ToolContext, name: &str) -> Result<ToolContext, String> {
-        let profile = self.profiles.get(name).ok_or_else(|| {
-            format!(
-                "unknown agent profile {name:?}; known profiles: {}",
-                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })?;
+        let profile = self.known_profile(name)?;
         let tools = profile.tools_for(ctx.deployment);
         let mut ctx = ctx.with_allow_list(name, tools);
         ctx.tool_search = profile.spec.tool_search;
         ctx.tool_mode = profile.spec.tool_mode;
         Ok(ctx)
+    }
+
+    /// A profile by name, or the error that lists the known ones.
+    fn known_profile(&self, name: &str) -> Result<&AgentProfile, String> {
+        self.profiles.get(name).ok_or_else(|| {
+            format!(
+                "unknown agent profile {name:?}; known profiles: {}",
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
     }
 
     /// The tools profile `name` allows in `deployment`; an unknown name is
@@ -459,12 +464,7 @@ impl Registry {
         name: &str,
         deployment: Deployment,
     ) -> Result<Arc<[String]>, String> {
-        self.with_profile(
-            ToolContext::new(uuid::Uuid::nil(), None, crate::Permission::Guest)
-                .with_deployment(deployment),
-            name,
-        )
-        .map(|ctx| ctx.allow_list.unwrap_or_else(|| Arc::from(Vec::new())))
+        self.known_profile(name).map(|p| p.tools_for(deployment))
     }
 
     /// Every tool, alphabetically.
