@@ -553,6 +553,8 @@ struct Spooled {
     gate: Option<String>,
     #[serde(default)]
     agent: Option<String>,
+    #[serde(default)]
+    module: Option<String>,
 }
 
 impl From<&AuditRecord> for Spooled {
@@ -573,6 +575,7 @@ impl From<&AuditRecord> for Spooled {
             side_effects: r.side_effects.clone(),
             gate: r.gate.clone(),
             agent: r.agent.clone(),
+            module: r.module.clone(),
         }
     }
 }
@@ -595,6 +598,7 @@ impl From<Spooled> for AuditRecord {
             side_effects: s.side_effects,
             gate: s.gate,
             agent: s.agent,
+            module: s.module,
         }
     }
 }
@@ -611,7 +615,7 @@ fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let mut q = sqlx::QueryBuilder::new(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent) ",
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module) ",
     );
     q.push_values(batch, |mut row, r| {
         row.push_bind(&r.call_id)
@@ -628,7 +632,8 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
             .push_bind(r.annotations.map(sqlx::types::Json))
             .push_bind(&r.side_effects)
             .push_bind(&r.gate)
-            .push_bind(&r.agent);
+            .push_bind(&r.agent)
+            .push_bind(&r.module);
     });
     q.build()
         .execute(&mut *tx)
@@ -645,8 +650,8 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
 async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
           WHERE NOT EXISTS (SELECT 1 FROM tool_calls
                              WHERE call_id = $1 AND ts = $2 AND tool = $3 AND request_id = $7)",
     )
@@ -665,6 +670,7 @@ async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::S
     .bind(&r.side_effects)
     .bind(&r.gate)
     .bind(&r.agent)
+    .bind(&r.module)
     .execute(&mut *tx)
     .await
     .map_err(data_plane_store::StoreError::from)?;

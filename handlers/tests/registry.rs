@@ -95,7 +95,7 @@ async fn every_definition_has_its_handler_and_the_other_way_round() {
 fn the_single_argument_tools_have_tags_and_the_prompt_block_teaches_them() {
     let registry = data_plane_handlers::offline_registry().unwrap();
     let tags: Vec<(&str, &str)> = registry
-        .tools()
+        .local_tools()
         .iter()
         .filter_map(|t| t.tag.as_ref().map(|tag| (t.name.as_str(), tag.prefix())))
         .collect();
@@ -1063,6 +1063,7 @@ async fn an_audit_record_refused_on_every_retry_is_spooled_then_written() {
             side_effects: Vec::new(),
             gate: None,
             agent: None,
+            module: None,
         })
         .await
         .unwrap();
@@ -1404,6 +1405,7 @@ async fn agent_profiles_choose_the_offered_tools_before_predicates_and_permissio
         let names: BTreeSet<String> = w
             .registry
             .available_entries(&ctx)
+            .iter()
             .map(|e| e.name.clone())
             .collect();
         names
@@ -1572,6 +1574,16 @@ fn a_profile_naming_an_unknown_tool_or_category_fails_start_up_naming_the_file()
             "definitions/agents/odd.json",
             r#"{"name": "odd", "description": "d"}"#,
             vec!["definitions/agents/odd.json", "offers no tool"],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "modules": ["crm", "Bad.Name"]}"#,
+            vec!["definitions/agents/odd.json", "modules names \"Bad.Name\""],
+        ),
+        (
+            "definitions/agents/odd.json",
+            r#"{"name": "odd", "description": "d", "categories": ["module"]}"#,
+            vec!["unknown category \"module\""],
         ),
     ];
     for (file, text, words) in cases {

@@ -71,6 +71,20 @@ pub enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
+    /// Show the remote tool modules: each one's URL, state, tools, last
+    /// discovery and last error, as cached in PostgreSQL for every replica.
+    Modules {
+        /// Discover now (every module, or --module's) and cache the result;
+        /// running servers take it up at once.
+        #[arg(long)]
+        refresh: bool,
+        /// Only this module.
+        #[arg(long)]
+        module: Option<String>,
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Create the user if needed and print a bearer token; `token revoke`
     /// invalidates a user's tokens.
     #[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
@@ -122,6 +136,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             owner,
         } => ingest(&global, &path, &space, source, owner).await,
         Command::Reindex => reindex(&global).await,
+        Command::Modules {
+            refresh,
+            module,
+            json,
+        } => modules(&global, refresh, module.as_deref(), json).await,
         Command::Tools { json, agent } => tools(json, agent.as_deref(), global.model.is_local()),
         Command::Token {
             action: Some(TokenAction::Revoke { email }),
@@ -227,15 +246,21 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         local_model = global.model.is_local(),
         "deployment facts for agent profiles"
     );
+    let modules = global
+        .modules
+        .modules_config()
+        .context("reading the module configuration")?;
     // A rule naming a tool that never passes the gate would never apply:
-    // the policy is checked against the gated tools only.
-    let gated: Vec<String> = state
+    // the policy is checked against the gated tools only (every module's
+    // tools pass it, known as `module.*` until they are discovered).
+    let mut gated: Vec<String> = state
         .registry
         .tools()
         .iter()
         .filter(|t| t.meta.requires_gate)
         .map(|t| t.name.clone())
         .collect();
+    gated.extend(modules.modules.iter().map(|m| format!("{}.*", m.name)));
     let gated: Vec<&str> = gated.iter().map(String::as_str).collect();
     if let Some(gate) = global.gate.gate(&gated)? {
         state = state.with_gate(gate)?;
@@ -246,6 +271,12 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
             "eval gate configured"
         );
     }
+    // Modules last: their tools go into the registry the gate is part of.
+    state = state.with_modules(modules);
+    if !state.modules.is_empty() {
+        tracing::info!(modules = ?state.modules.names(), "remote modules configured; discovering in the background");
+    }
+    state.modules.start();
     // Audit records the database refuses on every retry wait here for a replay.
     state
         .ledger
@@ -580,6 +611,85 @@ async fn revoke(global: &GlobalArgs, email: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `data-plane modules`: the modules as the cache holds them, or as a
+/// discovery made now finds them.
+async fn modules(
+    global: &GlobalArgs,
+    refresh: bool,
+    only: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let config = global
+        .modules
+        .modules_config()
+        .context("reading the module configuration")?;
+    if config.modules.is_empty() {
+        println!("no modules configured (DATA_PLANE_MODULES, DATA_PLANE_MODULES_FILE)");
+        return Ok(());
+    }
+    let db = connect(global).await?;
+    let registry = Arc::new(data_plane_handlers::offline_registry()?);
+    let modules = data_plane_modules::Modules::new(config, registry, db);
+    let statuses = if refresh {
+        modules.refresh(only).await?
+    } else {
+        modules.read_cache().await;
+        let all = modules.status();
+        match only {
+            None => all,
+            Some(name) => {
+                let one: Vec<_> = all.into_iter().filter(|m| m.name == name).collect();
+                if one.is_empty() {
+                    bail!(data_plane_modules::ModuleError::Unknown {
+                        name: name.to_string(),
+                        known: modules.names(),
+                    });
+                }
+                one
+            }
+        }
+    };
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "modules": statuses }))?
+        );
+        return Ok(());
+    }
+    for m in &statuses {
+        let slow = if m.slow { ", slow" } else { "" };
+        println!(
+            "{}  {}  [{}{slow}, {} ms per call]",
+            m.name, m.url, m.state, m.timeout_ms
+        );
+        if let Some(name) = &m.manifest_name {
+            println!(
+                "    manifest: {name} {}",
+                m.version.as_deref().unwrap_or("(no version)")
+            );
+        }
+        match m.fetched_at {
+            Some(at) => println!("    discovered: {at}"),
+            None => println!("    discovered: never"),
+        }
+        if let Some(error) = &m.last_error {
+            println!("    last error: {error}");
+        }
+        println!(
+            "    tools: {}",
+            if m.tools.is_empty() {
+                "none".to_string()
+            } else {
+                m.tools.join(", ")
+            }
+        );
+        for s in &m.skipped {
+            println!("    left out: {s}");
+        }
+    }
+    Ok(())
+}
+
 /// Prints the registry without connecting to anything: the handlers are
 /// joined with their definitions exactly as at start-up.
 fn tools(as_json: bool, agent: Option<&str>, local_model: bool) -> anyhow::Result<()> {
@@ -596,8 +706,8 @@ fn tools(as_json: bool, agent: Option<&str>, local_model: bool) -> anyhow::Resul
         ),
         None => None,
     };
-    let shown: Vec<&data_plane_registry::ToolEntry> = registry
-        .tools()
+    let every = registry.tools();
+    let shown: Vec<&Arc<data_plane_registry::ToolEntry>> = every
         .iter()
         .filter(|t| allowed.as_ref().is_none_or(|a| a.contains(&t.name)))
         .collect();

@@ -8,6 +8,7 @@ use data_plane_agent::{Agent, AgentConfig, AgentError};
 use data_plane_embed::Embedder;
 use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
+use data_plane_modules::{Modules, ModulesConfig};
 use data_plane_registry::{Deployment, Gate, Registry, RegistryError, Settings, SettingsError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
@@ -39,6 +40,8 @@ pub struct AppState {
     pub identities: Arc<Identities>,
     /// What the deployment can do now, as agent profiles read it.
     pub deployment: Arc<DeploymentState>,
+    /// Remote tool modules, their tools installed in `registry`.
+    pub modules: Arc<Modules>,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -115,7 +118,9 @@ impl AppState {
         )?);
         let identities = Arc::new(Identities::new(db.clone()));
         identities.listen();
+        let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
         Ok(AppState {
+            modules,
             identities,
             pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
             db,
@@ -158,7 +163,20 @@ impl AppState {
     pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Result<AppState, RegistryError> {
         let registry = data_plane_handlers::registry(&self.deps, Arc::new(self.ledger.clone()))?;
         self.registry = Arc::new(registry.with_gate(gate));
+        self.modules = Modules::new(
+            self.modules.config().clone(),
+            self.registry.clone(),
+            self.db.clone(),
+        );
         Ok(self)
+    }
+
+    /// Uses the remote modules of `config`, their tools installed in this
+    /// state's registry (so after [`AppState::with_gate`]); discovery
+    /// starts with [`Modules::start`].
+    pub fn with_modules(mut self, config: ModulesConfig) -> AppState {
+        self.modules = Modules::new(config, self.registry.clone(), self.db.clone());
+        self
     }
 
     /// Puts a model behind /v1/chat, offering this state's registry.

@@ -855,6 +855,7 @@ async fn an_audit_record_outlives_a_failed_write() {
             side_effects: Vec::new(),
             gate: None,
             agent: None,
+            module: None,
         })
         .await
         .unwrap();

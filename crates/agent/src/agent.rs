@@ -239,7 +239,7 @@ impl Agent {
         if request.messages.is_empty() {
             return Err(AgentError::InvalidRequest("messages is empty".into()));
         }
-        let entries: Vec<_> = self.registry.available_entries(ctx).collect();
+        let entries = self.registry.available_entries(ctx);
         // Tags mode: no `tools` field; the system prompt teaches the tags,
         // and lines written in them are the calls.
         let tags_mode = ctx.tool_mode == ToolMode::Tags;
@@ -273,9 +273,18 @@ impl Agent {
         // meta-tools that find and run them.
         let offered = self.registry.offered(ctx);
         // Names and parameter schemas, for calls the model writes as text.
+        // A remote tool is offered as `module__tool` (function names hold
+        // no dot) and known as `module.tool`: a call may use either.
         let names: Vec<(String, Value)> = offered
             .iter()
-            .map(|t| (t.name.clone(), t.parameters().clone()))
+            .flat_map(|t| {
+                let wire = t.function_name();
+                let mut names = vec![(t.name.clone(), t.parameters().clone())];
+                if wire != t.name {
+                    names.push((wire.to_string(), t.parameters().clone()));
+                }
+                names
+            })
             .collect();
         let tools = offered
             .iter()
@@ -291,8 +300,8 @@ impl Agent {
             let prompt_tools: Vec<PromptTool<'_>> = offered
                 .iter()
                 .map(|t| PromptTool {
-                    name: &t.name,
-                    summary: t.short_description,
+                    name: t.function_name(),
+                    summary: &t.short_description,
                 })
                 .collect();
             let facts = request.facts.unwrap_or_else(PromptFacts::today);
@@ -483,10 +492,16 @@ impl Agent {
                         if pending.id.is_empty() {
                             pending.id = new_call_id();
                         }
+                        // A remote tool is called as `module__tool` and
+                        // named `module.tool` in every event.
+                        let name = match self.registry.get(&pending.name) {
+                            Some(entry) if entry.module.is_some() => entry.name.clone(),
+                            _ => pending.name.clone(),
+                        };
                         let event = AgentEvent::ToolCallDelta {
                             call_id: pending.id.clone(),
                             index: delta.index,
-                            name: pending.name.clone(),
+                            name,
                             arguments_delta: fragment.to_string(),
                         };
                         if !sink.emit(event).await {
@@ -793,7 +808,10 @@ fn native_call(id: &str, name: &str, arguments: &str) -> ChatCompletionMessageTo
 /// What a model in tags mode is told about the offered tools that have no
 /// tag: one line each, `name(argument, optional?) — what it does`, and how
 /// to write a call to them as text.
-fn untagged_block(entries: &[&data_plane_registry::ToolEntry], ctx: &ToolContext) -> String {
+fn untagged_block(
+    entries: &[std::sync::Arc<data_plane_registry::ToolEntry>],
+    ctx: &ToolContext,
+) -> String {
     let lines: Vec<String> = entries
         .iter()
         .filter(|e| e.tag.is_none())
@@ -820,9 +838,9 @@ fn untagged_block(entries: &[&data_plane_registry::ToolEntry], ctx: &ToolContext
                 .unwrap_or_default();
             format!(
                 "{}({}) — {}",
-                e.name,
+                definition["name"].as_str().unwrap_or(&e.name),
                 arguments.join(", "),
-                e.meta.short_description
+                e.summary
             )
         })
         .collect();

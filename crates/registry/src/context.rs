@@ -24,6 +24,9 @@ pub struct ToolContext {
     /// profile's allow-list resolved for this deployment
     /// (`Registry::resolve_profile`), or a test's own list.
     pub allow_list: Option<Arc<[String]>>,
+    /// With an allow-list, the remote modules whose tools (`module.tool`)
+    /// are allowed too (`*`: every module); without one, every module's.
+    pub modules: Arc<[String]>,
     /// The agent profile the allow-list came from, for logs and the audit.
     pub agent: Option<Arc<str>>,
     /// What the deployment can do right now (a local model, embeddings).
@@ -53,6 +56,7 @@ impl ToolContext {
             call_id: None,
             parent_call_id: None,
             allow_list: None,
+            modules: Arc::from([]),
             agent: None,
             deployment: Deployment::default(),
             tool_search: false,
@@ -77,10 +81,20 @@ impl ToolContext {
         self
     }
 
-    /// Offers and allows only `tools` (a resolved profile named `agent`).
+    /// Offers and allows only `tools` (a resolved profile named `agent`),
+    /// and no remote module's tool until [`ToolContext::with_modules`]
+    /// names the module.
     pub fn with_allow_list(mut self, agent: &str, tools: Arc<[String]>) -> Self {
         self.agent = Some(Arc::from(agent));
         self.allow_list = Some(tools);
+        self.modules = Arc::from([]);
+        self
+    }
+
+    /// Beside the allow-list, allows the tools of these remote modules
+    /// (`*`: every module).
+    pub fn with_modules(mut self, modules: Arc<[String]>) -> Self {
+        self.modules = modules;
         self
     }
 
@@ -111,11 +125,21 @@ impl ToolContext {
         }
     }
 
-    /// Whether the allow-list (if any) names `tool`.
+    /// Whether the allow-list (if any) names `tool`; a remote tool
+    /// (`module.tool`) is allowed when its module is.
     pub fn allows(&self, tool: &str) -> bool {
-        self.allow_list
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|t| t == tool))
+        let Some(list) = &self.allow_list else {
+            return true;
+        };
+        match tool.split_once('.') {
+            Some((module, _)) => self.allows_module(module),
+            None => list.iter().any(|t| t == tool),
+        }
+    }
+
+    /// Whether the tools of remote module `module` may be offered.
+    pub fn allows_module(&self, module: &str) -> bool {
+        self.allow_list.is_none() || self.modules.iter().any(|m| m == "*" || m == module)
     }
 }
 

@@ -6,7 +6,9 @@
 //! they only read the registry, and execute_tool hands its call to the
 //! pipeline under the real tool's name.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -39,7 +41,7 @@ pub(crate) const META_ANNOTATIONS: Annotations = Annotations {
 pub struct OfferedTool {
     pub name: String,
     /// One line for the system prompt's tool summary.
-    pub short_description: &'static str,
+    pub short_description: Cow<'static, str>,
     /// The OpenAI function object (name, description, parameters) as
     /// offered in the context it was listed for.
     pub definition: Value,
@@ -49,6 +51,11 @@ impl OfferedTool {
     /// The tool in OpenAI's `tools` format.
     pub fn openai_tool(&self) -> Value {
         json!({ "type": "function", "function": self.definition })
+    }
+
+    /// The name the model calls it by (`module__tool` for a remote tool).
+    pub fn function_name(&self) -> &str {
+        self.definition["name"].as_str().unwrap_or(&self.name)
     }
 
     /// The JSON Schema of its arguments.
@@ -158,7 +165,7 @@ pub(crate) fn search_arguments(args: &Value) -> (&str, usize) {
 pub(crate) fn search(
     query: &str,
     limit: usize,
-    offered: &[&ToolEntry],
+    offered: &[Arc<ToolEntry>],
     ctx: &ToolContext,
 ) -> Value {
     let documents: Vec<Vec<String>> = offered.iter().map(|e| index_terms(e, ctx)).collect();
@@ -167,10 +174,10 @@ pub(crate) fn search(
         .into_iter()
         .take(limit)
         .map(|i| {
-            let e = offered[i];
+            let e = &offered[i];
             json!({
                 "name": e.name,
-                "short_description": e.meta.short_description,
+                "short_description": e.summary,
                 "category": e.meta.category,
             })
         })
@@ -212,7 +219,7 @@ fn index_terms(entry: &ToolEntry, ctx: &ToolContext) -> Vec<String> {
     let description = definition["description"].as_str().unwrap_or_default();
     let name = terms(&entry.name);
     let aliases: Vec<String> = entry.meta.aliases.iter().flat_map(|a| terms(a)).collect();
-    let summary = terms(entry.meta.short_description);
+    let summary = terms(&entry.summary);
     let mut all = Vec::new();
     for _ in 0..3 {
         all.extend(name.iter().cloned());

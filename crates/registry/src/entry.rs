@@ -18,9 +18,13 @@ pub enum Category {
     Search,
     Document,
     Web,
+    /// A remote module's tool (`module.tool`), offered by the profile's
+    /// `modules`, never by its categories.
+    Module,
 }
 
 impl Category {
+    /// The categories of the server's own tools, which profiles name.
     pub const ALL: [Category; 4] = [
         Category::Navigation,
         Category::Search,
@@ -35,6 +39,7 @@ impl Category {
             Category::Search => "search",
             Category::Document => "document",
             Category::Web => "web",
+            Category::Module => "module",
         }
     }
 }
@@ -64,7 +69,7 @@ pub struct Annotations {
 
 /// What a tool's metadata states about its [`Annotations`]; `None` leaves
 /// the field to the rules of [`Annotations::derive`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AnnotationHints {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
@@ -103,14 +108,20 @@ impl Annotations {
     ///    an open-world one is not (the web changes between two calls, and a
     ///    repeated fetch is another request to somebody else's server), nor
     ///    is a tool that writes;
-    /// 5. a destructive tool requires confirmation, others do not.
+    /// 5. a destructive tool requires confirmation, others do not;
+    /// 6. a remote module's tool is another service's: unless its manifest
+    ///    says otherwise it is open-world and not read-only (so neither
+    ///    retried nor run concurrently), but not known to destroy anything.
     ///
     /// Contradictions (read-only and destructive) are refused at start-up by
     /// the registry, naming the handler.
     pub fn derive(category: Category, hints: AnnotationHints) -> Annotations {
-        let read_only = hints.read_only.unwrap_or(true);
-        let open_world = hints.open_world.unwrap_or(category == Category::Web);
-        let destructive = hints.destructive.unwrap_or(!read_only);
+        let module = category == Category::Module;
+        let read_only = hints.read_only.unwrap_or(!module);
+        let open_world = hints
+            .open_world
+            .unwrap_or(matches!(category, Category::Web | Category::Module));
+        let destructive = hints.destructive.unwrap_or(!read_only && !module);
         let idempotent = hints.idempotent.unwrap_or(read_only && !open_world);
         let requires_confirmation = hints.requires_confirmation.unwrap_or(destructive);
         Annotations {

@@ -37,6 +37,8 @@ pub struct AuditRecord {
     pub gate: Option<String>,
     /// The agent profile the call ran under.
     pub agent: Option<String>,
+    /// The remote module that ran the call; `None` for the server's own tools.
+    pub module: Option<String>,
 }
 
 /// Rate-limit state and the audit log, kept where every replica sees them.

@@ -2,7 +2,8 @@
 //! metadata), the context a call runs in and the run-time settings it
 //! carries, the events that stream its progress, the result the model sees,
 //! `execute_tool`'s pipeline, and tool discovery (the meta-tools that
-//! find, describe and run tools not listed up front).
+//! find, describe and run tools not listed up front), and remote modules'
+//! tools as entries like the others.
 //!
 //! Nothing here touches the network or the database: rate limits, the audit
 //! log and settings come in through the [`Ledger`] trait.
@@ -16,6 +17,7 @@ pub mod gate;
 mod ledger;
 mod profile;
 mod registry;
+mod remote;
 mod result;
 mod settings;
 pub mod suggest;
@@ -31,8 +33,9 @@ pub use entry::{
 };
 pub use gate::{Gate, GateCall, GateDecision, GateError, GateVerdict};
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
-pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode};
+pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode, valid_module_name};
 pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};
+pub use remote::{RemoteTool, wire_name};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};
 pub use tag::Tag;

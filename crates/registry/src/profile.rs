@@ -60,6 +60,10 @@ pub struct ProfileSpec {
     /// wins over every addition).
     #[serde(default, skip_serializing_if = "Selection::is_empty")]
     pub exclude_in_local: Selection,
+    /// The remote modules whose tools (`module.tool`) the profile offers,
+    /// by the names the deployment configures them under; `*`: every one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<String>,
     /// Offer the discovery meta-tools instead of the whole list.
     #[serde(default)]
     pub tool_search: bool,
@@ -89,6 +93,8 @@ pub struct AgentProfile {
     embedding_ok: BTreeSet<String>,
     #[serde(skip)]
     local_excluded: BTreeSet<String>,
+    #[serde(skip)]
+    modules: Arc<[String]>,
 }
 
 impl AgentProfile {
@@ -110,6 +116,11 @@ impl AgentProfile {
             tools.retain(|t| !self.local_excluded.contains(t));
         }
         tools.into_iter().collect()
+    }
+
+    /// The remote modules it allows (`*`: every one).
+    pub fn modules(&self) -> Arc<[String]> {
+        self.modules.clone()
     }
 
     /// Whether the profile can offer `tool` in some deployment.
@@ -194,10 +205,21 @@ pub(crate) fn load(
         let non_local = resolve("add_when_non_local", &spec.add_when_non_local);
         let embedding_ok = resolve("add_when_embedding_ok", &spec.add_when_embedding_ok);
         let local_excluded = resolve("exclude_in_local", &spec.exclude_in_local);
+        for module in &spec.modules {
+            if module != "*" && !valid_module_name(module) {
+                problems.push(format!(
+                    "{file}: modules names {module:?}, which is not a module name (1-32 characters of a-z, 0-9, - or a single _) nor \"*\""
+                ));
+            }
+        }
         if problems.len() > before {
             continue;
         }
-        if base.is_empty() && non_local.is_empty() && embedding_ok.is_empty() {
+        if base.is_empty()
+            && non_local.is_empty()
+            && embedding_ok.is_empty()
+            && spec.modules.is_empty()
+        {
             problems.push(format!("{file}: the profile offers no tool"));
             continue;
         }
@@ -208,6 +230,7 @@ pub(crate) fn load(
             ));
             continue;
         }
+        let modules: Arc<[String]> = spec.modules.clone().into();
         profiles.insert(
             spec.name.clone(),
             AgentProfile {
@@ -217,8 +240,22 @@ pub(crate) fn load(
                 non_local,
                 embedding_ok,
                 local_excluded,
+                modules,
             },
         );
     }
     profiles
+}
+
+/// Whether `name` may name a remote module: 1-32 characters of lowercase
+/// letters, digits, `-` and `_`, starting with a letter or digit, without
+/// `__` (which joins module and tool in the names models see) or a dot
+/// (which does so in every other name).
+pub fn valid_module_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && !name.starts_with(['-', '_'])
+        && !name.contains("__")
 }

@@ -1,9 +1,10 @@
 //! The registry built at start-up, what it offers (`offered`,
 //! `get_available_tools`) and `execute_tool`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use futures::FutureExt;
@@ -17,6 +18,7 @@ use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
 use crate::gate::{GATE_TIMEOUT, Gate, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
 use crate::profile::{self, AgentProfile};
+use crate::remote::RemoteTools;
 use crate::suggest::close_names;
 use crate::tag::{self, Tag};
 use crate::{
@@ -32,6 +34,11 @@ pub struct ToolEntry {
     pub definition_file: String,
     pub handler_file: &'static str,
     pub meta: ToolMeta,
+    /// One line for listings and the system prompt: the metadata's
+    /// `short_description`, or a remote tool's from its manifest.
+    pub summary: Cow<'static, str>,
+    /// The remote module that runs it; `None` for the server's own tools.
+    pub module: Option<String>,
     /// The metadata's annotation hints with the rules applied.
     pub annotations: Annotations,
     pub available: fn(&ToolContext) -> bool,
@@ -42,8 +49,8 @@ pub struct ToolEntry {
     /// The tool's one-line form for models without function calling,
     /// checked and compiled at start-up.
     pub tag: Option<Tag>,
-    handler: Arc<dyn ToolHandler>,
-    validator: jsonschema::Validator,
+    pub(crate) handler: Arc<dyn ToolHandler>,
+    pub(crate) validator: jsonschema::Validator,
 }
 
 impl std::fmt::Debug for ToolEntry {
@@ -83,6 +90,10 @@ impl ToolEntry {
     pub fn metadata(&self) -> Value {
         let mut meta = serde_json::to_value(&self.meta).unwrap_or_default();
         meta["annotations"] = json!(self.annotations);
+        meta["short_description"] = json!(self.summary);
+        if let Some(module) = &self.module {
+            meta["module"] = json!(module);
+        }
         meta
     }
 
@@ -107,16 +118,18 @@ struct MetaTool {
 }
 
 /// What a call resolves to before it runs.
-enum Plan<'a> {
+enum Plan {
     /// A real tool, through the whole pipeline.
-    Run(&'a ToolEntry),
+    Run(Arc<ToolEntry>),
     /// An answer the registry gives itself: a meta-tool's, or a refusal.
     Answer(Result<Value, ToolError>),
 }
 
 /// The single source of truth for which tools exist.
 pub struct Registry {
-    tools: Vec<ToolEntry>,
+    tools: Vec<Arc<ToolEntry>>,
+    /// Remote modules' tools as last discovered, swapped whole.
+    remote: RwLock<Arc<RemoteTools>>,
     /// search_tools, describe_tool and execute_tool, in [`META_TOOLS`] order.
     meta_tools: Vec<MetaTool>,
     by_name: HashMap<String, usize>,
@@ -348,6 +361,8 @@ impl Registry {
                 definition,
                 definition_file: file,
                 handler_file: h.file,
+                summary: Cow::Borrowed(h.meta.short_description),
+                module: None,
                 meta: h.meta,
                 annotations,
                 available: h.available,
@@ -402,7 +417,8 @@ impl Registry {
             return Err(RegistryError { problems });
         }
         Ok(Registry {
-            tools,
+            tools: tools.into_iter().map(Arc::new).collect(),
+            remote: RwLock::default(),
             meta_tools,
             by_name,
             profiles,
@@ -441,7 +457,9 @@ impl Registry {
     pub fn with_profile(&self, ctx: ToolContext, name: &str) -> Result<ToolContext, String> {
         let profile = self.known_profile(name)?;
         let tools = profile.tools_for(ctx.deployment);
-        let mut ctx = ctx.with_allow_list(name, tools);
+        let mut ctx = ctx
+            .with_allow_list(name, tools)
+            .with_modules(profile.modules());
         ctx.tool_search = profile.spec.tool_search;
         ctx.tool_mode = profile.spec.tool_mode;
         Ok(ctx)
@@ -467,14 +485,85 @@ impl Registry {
         self.known_profile(name).map(|p| p.tools_for(deployment))
     }
 
-    /// Every tool, alphabetically.
-    pub fn tools(&self) -> &[ToolEntry] {
+    /// Every tool: the server's own alphabetically, then the remote
+    /// modules' tools, by module and name.
+    pub fn tools(&self) -> Vec<Arc<ToolEntry>> {
+        let mut tools = self.tools.clone();
+        tools.extend(self.remote().modules.values().flatten().cloned());
+        tools
+    }
+
+    /// The server's own tools, alphabetically.
+    pub fn local_tools(&self) -> &[Arc<ToolEntry>] {
         &self.tools
     }
 
-    /// A tool by name or alias.
-    pub fn get(&self, name: &str) -> Option<&ToolEntry> {
-        self.by_name.get(name).map(|&i| &self.tools[i])
+    /// A tool by name or alias; a remote tool by `module.tool` or by the
+    /// name models see (`module__tool`).
+    pub fn get(&self, name: &str) -> Option<Arc<ToolEntry>> {
+        match self.by_name.get(name) {
+            Some(&i) => Some(self.tools[i].clone()),
+            None => self.remote().by_name.get(name).cloned(),
+        }
+    }
+
+    /// The remote tools as they stand.
+    fn remote(&self) -> Arc<RemoteTools> {
+        self.remote
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The tools of remote module `module`, as last installed.
+    pub fn module_tools(&self, module: &str) -> Vec<Arc<ToolEntry>> {
+        self.remote()
+            .modules
+            .get(module)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Installs `tools` as everything remote module `module` offers,
+    /// replacing what it offered before (none: it offers nothing now).
+    /// A tool that is not the module's (`module.` must prefix it) or whose
+    /// name, or the name models see, is taken by one of the server's own
+    /// tools or aliases, or by an earlier tool of the list, is left out;
+    /// the answer says why for each.
+    pub fn set_module_tools(&self, module: &str, tools: Vec<ToolEntry>) -> Vec<String> {
+        let mut skipped = Vec::new();
+        let mut kept: Vec<Arc<ToolEntry>> = Vec::new();
+        let prefix = format!("{module}.");
+        for entry in tools {
+            let wire = entry.definition["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let clash = [entry.name.as_str(), wire.as_str()]
+                .into_iter()
+                .find(|n| self.by_name.contains_key(*n) || META_TOOLS.contains(n));
+            if entry.module.as_deref() != Some(module) || !entry.name.starts_with(&prefix) {
+                skipped.push(format!("{}: not a tool of module {module}", entry.name));
+            } else if let Some(name) = clash {
+                skipped.push(format!(
+                    "{}: {name} is the name of one of the server's own tools",
+                    entry.name
+                ));
+            } else if let Some(first) = kept.iter().find(|k| {
+                k.name == entry.name || k.definition["name"].as_str() == Some(wire.as_str())
+            }) {
+                skipped.push(format!(
+                    "{}: the name is taken by {} of the same module",
+                    entry.name, first.name
+                ));
+            } else {
+                kept.push(Arc::new(entry));
+            }
+        }
+        kept.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut remote = self.remote.write().unwrap_or_else(PoisonError::into_inner);
+        *remote = Arc::new(remote.with_module(module, kept));
+        skipped
     }
 
     /// The tools offered up front in `ctx`, in OpenAI's `tools` format:
@@ -492,14 +581,14 @@ impl Registry {
     /// tools offered in `ctx` except those that defer loading, followed by
     /// the meta-tools when any does, so that it can still be found.
     pub fn offered(&self, ctx: &ToolContext) -> Vec<OfferedTool> {
-        let real = |e: &ToolEntry| OfferedTool {
+        let real = |e: Arc<ToolEntry>| OfferedTool {
             name: e.name.clone(),
-            short_description: e.meta.short_description,
+            short_description: e.summary.clone(),
             definition: e.definition_for(ctx),
         };
         let meta = self.meta_tools.iter().map(|m| OfferedTool {
             name: m.name.to_string(),
-            short_description: discovery::short_description(m.name),
+            short_description: Cow::Borrowed(discovery::short_description(m.name)),
             definition: m.definition.clone(),
         });
         if ctx.tool_search {
@@ -507,6 +596,7 @@ impl Registry {
         }
         let mut offered: Vec<OfferedTool> = self
             .available_entries(ctx)
+            .into_iter()
             .filter(|e| !e.meta.defer_loading)
             .map(real)
             .collect();
@@ -517,12 +607,25 @@ impl Registry {
     }
 
     /// The real tools that may run in `ctx` (whether listed up front or
-    /// left to discovery).
-    pub fn available_entries<'a>(
-        &'a self,
-        ctx: &'a ToolContext,
-    ) -> impl Iterator<Item = &'a ToolEntry> + 'a {
-        self.tools.iter().filter(move |t| t.is_offered(ctx))
+    /// left to discovery): the server's own, then the remote modules'.
+    pub fn available_entries(&self, ctx: &ToolContext) -> Vec<Arc<ToolEntry>> {
+        let mut entries: Vec<Arc<ToolEntry>> = self
+            .tools
+            .iter()
+            .filter(|t| t.is_offered(ctx))
+            .cloned()
+            .collect();
+        let remote = self.remote();
+        entries.extend(
+            remote
+                .modules
+                .iter()
+                .filter(|(module, _)| ctx.allows_module(module))
+                .flat_map(|(_, tools)| tools)
+                .filter(|t| t.is_offered(ctx))
+                .cloned(),
+        );
+        entries
     }
 
     /// What a model without function calling is told about the tools
@@ -530,9 +633,11 @@ impl Registry {
     /// what it does — e.g. SEARCH: vacuum full`), then the rules of the
     /// form. Empty when no offered tool has a tag.
     pub fn prompt_block(&self, ctx: &ToolContext) -> String {
+        let entries = self.available_entries(ctx);
         tag::prompt_block(
-            self.available_entries(ctx)
-                .filter_map(|e| e.tag.as_ref().map(|tag| (tag, e.meta.short_description))),
+            entries
+                .iter()
+                .filter_map(|e| e.tag.as_ref().map(|tag| (tag, e.summary.as_ref()))),
         )
     }
 
@@ -540,7 +645,11 @@ impl Registry {
     /// `ctx`: the caller asked for discovery, or a tool it may use defers
     /// loading. Elsewhere their names are unknown tools.
     pub fn discovery(&self, ctx: &ToolContext) -> bool {
-        ctx.tool_search || self.available_entries(ctx).any(|e| e.meta.defer_loading)
+        ctx.tool_search
+            || self
+                .available_entries(ctx)
+                .iter()
+                .any(|e| e.meta.defer_loading)
     }
 
     /// The annotations that hold for the call `name(args)` in `ctx`: the
@@ -567,7 +676,7 @@ impl Registry {
     }
 
     /// A real tool by name or alias, when it is offered in `ctx`.
-    fn offered_entry(&self, name: &str, ctx: &ToolContext) -> Option<&ToolEntry> {
+    fn offered_entry(&self, name: &str, ctx: &ToolContext) -> Option<Arc<ToolEntry>> {
         self.get(name).filter(|e| e.is_offered(ctx))
     }
 
@@ -608,12 +717,7 @@ impl Registry {
     /// are answered here; execute_tool becomes a call of the tool it names
     /// (with that tool's arguments), or of an unknown tool when `ctx` does
     /// not offer it: discovery never reveals a tool the context may not use.
-    fn plan_meta(
-        &self,
-        meta: &MetaTool,
-        args: Value,
-        ctx: &ToolContext,
-    ) -> (String, Plan<'_>, Value) {
+    fn plan_meta(&self, meta: &MetaTool, args: Value, ctx: &ToolContext) -> (String, Plan, Value) {
         let args = match args {
             Value::Null => Value::Object(Default::default()),
             other => other,
@@ -627,11 +731,11 @@ impl Registry {
         let answer = match meta.name {
             SEARCH_TOOLS => {
                 let (query, limit) = discovery::search_arguments(&args);
-                let offered: Vec<&ToolEntry> = self.available_entries(ctx).collect();
+                let offered = self.available_entries(ctx);
                 Ok(discovery::search(query, limit, &offered, ctx))
             }
             DESCRIBE_TOOL => match self.offered_entry(&named, ctx) {
-                Some(entry) => Ok(discovery::describe(entry, ctx)),
+                Some(entry) => Ok(discovery::describe(&entry, ctx)),
                 None => Err(self.unknown_tool(&named, ctx)),
             },
             _ if META_TOOLS.contains(&named.as_str()) => {
@@ -658,7 +762,7 @@ impl Registry {
     async fn stamped(
         &self,
         name: &str,
-        plan: Plan<'_>,
+        plan: Plan,
         args: Value,
         ctx: &ToolContext,
         callbacks: &dyn Callbacks,
@@ -669,6 +773,10 @@ impl Registry {
             .call_id
             .clone()
             .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+        let module = match &plan {
+            Plan::Run(entry) => entry.module.clone(),
+            Plan::Answer(_) => None,
+        };
         let (tool_name, annotations) = match &plan {
             Plan::Run(entry) => (entry.name.clone(), Some(entry.annotations)),
             // execute_tool takes its target's annotations; refused, it has none.
@@ -691,7 +799,7 @@ impl Registry {
                 let mut ctx = ctx.clone();
                 ctx.call_id = Some(call_id.clone());
                 ctx.side_effects = side_effects.clone();
-                self.run(entry, &args, &ctx, callbacks, &mut gate).await
+                self.run(&entry, &args, &ctx, callbacks, &mut gate).await
             }
         };
         let gate = gate.map(GateVerdict::as_str);
@@ -727,6 +835,7 @@ impl Registry {
             side_effects: result.side_effects.clone(),
             gate: gate.map(str::to_string),
             agent: ctx.agent.as_deref().map(str::to_string),
+            module,
         };
         if let Err(e) = self.ledger.record(record).await {
             tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
@@ -740,19 +849,26 @@ impl Registry {
     }
 
     fn unknown_tool(&self, name: &str, ctx: &ToolContext) -> ToolError {
-        let offered: Vec<&str> = self
-            .available_entries(ctx)
-            .map(|t| t.name.as_str())
-            .collect();
-        let candidates = self
+        let entries = self.available_entries(ctx);
+        let offered: Vec<&str> = entries.iter().map(|t| t.name.as_str()).collect();
+        // Every name that reaches an offered tool (aliases included), with
+        // the tool it reaches.
+        let mut names: Vec<(&str, &str)> = self
             .by_name
-            .keys()
-            .map(String::as_str)
-            .filter(|n| self.get(n).is_some_and(|t| t.is_offered(ctx)));
+            .iter()
+            .filter(|(_, i)| self.tools[**i].is_offered(ctx))
+            .map(|(n, &i)| (n.as_str(), self.tools[i].name.as_str()))
+            .collect();
+        names.extend(
+            entries
+                .iter()
+                .filter(|e| e.module.is_some())
+                .map(|e| (e.name.as_str(), e.name.as_str())),
+        );
         // An alias and its tool may both look close; name the tool once.
         let mut close: Vec<&str> = Vec::new();
-        for n in close_names(name, candidates) {
-            let tool = self.get(n).map_or(n, |t| t.name.as_str());
+        for n in close_names(name, names.iter().map(|(n, _)| *n)) {
+            let tool = names.iter().find(|(a, _)| *a == n).map_or(n, |(_, t)| *t);
             if !close.contains(&tool) {
                 close.push(tool);
             }

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     NotFound,
     Timeout,
     Unavailable,
+    /// A remote module failed the call, or answered what is not a result.
+    ModuleError,
     Internal,
 }
 

@@ -8,6 +8,7 @@ mod error;
 pub mod identity;
 pub mod index_log;
 pub mod migrate;
+pub mod modules;
 pub mod passages;
 pub mod settings;
 #[cfg(any(test, feature = "testing"))]

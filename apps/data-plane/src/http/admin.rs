@@ -1,32 +1,37 @@
-//! `GET/PUT /v1/admin/settings`: run-time settings, admins only. A change is
-//! stored in PostgreSQL and every replica reads it on its next request.
+//! Admins only: `GET/PUT /v1/admin/settings`, run-time settings (a change
+//! is stored in PostgreSQL and every replica reads it on its next request),
+//! and `GET /v1/admin/modules` with `POST /v1/admin/modules/refresh`, the
+//! remote tool modules.
 
 use axum::extract::State;
+use data_plane_modules::{ModuleError, ModuleStatus};
 use data_plane_registry::Settings;
 use data_plane_store::Scope;
 use data_plane_store::identity::Permission;
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
 use super::ApiError;
 use super::extract::Json;
 use crate::auth::Caller;
 use crate::state::AppState;
 
-fn require_admin(caller: &Caller) -> Result<(), ApiError> {
+fn require_admin(caller: &Caller, what: &str) -> Result<(), ApiError> {
     if caller.permission < Permission::Admin {
-        return Err(ApiError::forbidden(
-            "settings can be read and changed by admins only",
-        ));
+        return Err(ApiError::forbidden(format!("{what} by admins only")));
     }
     Ok(())
 }
+
+const SETTINGS: &str = "settings can be read and changed";
+const MODULES: &str = "modules can be listed and refreshed";
 
 /// `GET /v1/admin/settings`.
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<Settings>, ApiError> {
-    require_admin(&caller)?;
+    require_admin(&caller, SETTINGS)?;
     Ok(Json(state.settings().await?))
 }
 
@@ -37,7 +42,7 @@ pub async fn put(
     caller: Caller,
     Json(changes): Json<Map<String, Value>>,
 ) -> Result<Json<Settings>, ApiError> {
-    require_admin(&caller)?;
+    require_admin(&caller, SETTINGS)?;
     let updated = state
         .settings()
         .await?
@@ -64,4 +69,50 @@ pub async fn put(
         .map_err(data_plane_store::StoreError::from)?;
     tracing::info!(user = %caller.user_id, settings = ?updated, "settings changed");
     Ok(Json(updated))
+}
+
+/// `GET /v1/admin/modules`: each configured module with its URL, state,
+/// tools, last discovery and last error, as this replica holds it.
+pub async fn modules(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    require_admin(&caller, MODULES)?;
+    Ok(Json(json!({ "modules": state.modules.status() })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefreshBody {
+    /// Only this module; every one when left out.
+    module: Option<String>,
+}
+
+/// `POST /v1/admin/modules/refresh` `{module?}`: discovers every module (or
+/// the one named) now, whatever the cache says; answers how each stands
+/// afterwards. The other replicas take the new manifests from PostgreSQL.
+pub async fn refresh_modules(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    require_admin(&caller, MODULES)?;
+    let body: RefreshBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RefreshBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
+    };
+    let only = body.module;
+    let refreshed: Vec<ModuleStatus> =
+        state
+            .modules
+            .refresh(only.as_deref())
+            .await
+            .map_err(|e| match e {
+                e @ ModuleError::Unknown { .. } => ApiError::not_found(e.to_string()),
+                other => ApiError::bad_request(other.to_string()),
+            })?;
+    tracing::info!(user = %caller.user_id, module = ?only, "modules refreshed");
+    Ok(Json(json!({ "modules": refreshed })))
 }

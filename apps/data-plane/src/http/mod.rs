@@ -47,6 +47,8 @@ pub const ROUTES: &[&str] = &[
     "/v1/tools/{name}/execute",
     "/v1/chat",
     "/v1/admin/settings",
+    "/v1/admin/modules",
+    "/v1/admin/modules/refresh",
     "/v1/spaces",
     "/v1/spaces/{space_id}",
     "/v1/spaces/{space_id}/members",
@@ -72,6 +74,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tools/{name}/execute", post(tools::execute))
         .route("/v1/chat", post(chat::chat))
         .route("/v1/admin/settings", get(admin::get).put(admin::put))
+        .route("/v1/admin/modules", get(admin::modules))
+        .route("/v1/admin/modules/refresh", post(admin::refresh_modules))
         .route(
             "/v1/spaces",
             get(documents::list_spaces).post(documents::create_space),

@@ -1,6 +1,7 @@
 //! The module protocol for other orchestrators: `GET /manifest` describes
-//! every tool, `POST /execute` runs one for a user the service names. Same
-//! registry, same pipeline; service tokens only.
+//! every tool (the remote modules' too, as `module.tool`), `POST /execute`
+//! runs one for a user the service names. Same registry, same pipeline;
+//! service tokens only.
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -19,6 +20,7 @@ use crate::state::AppState;
 /// `GET /manifest`: the module's name, version and every tool with its
 /// definition and metadata (what each needs and costs).
 pub async fn manifest(State(state): State<AppState>, _service: Service) -> Json<Value> {
+    state.modules.ensure_fresh_later();
     let tools: Vec<Value> = state
         .registry
         .tools()
@@ -49,9 +51,12 @@ pub struct ExecuteBody {
     user_id: Uuid,
     space_id: Option<Uuid>,
     call_id: Option<String>,
+    /// The calling orchestrator's request, carried into logs and the audit.
+    request_id: Option<String>,
 }
 
-/// `POST /execute`: `{tool_name, arguments, user_id}` → the ToolResult.
+/// `POST /execute`: `{tool_name, arguments, user_id, space_id?, call_id?,
+/// request_id?}` → the ToolResult.
 pub async fn execute(
     State(state): State<AppState>,
     service: Service,
@@ -71,6 +76,9 @@ pub async fn execute(
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;
+    if let Some(request_id) = body.request_id.filter(|r| !r.is_empty() && r.len() <= 200) {
+        ctx = ctx.with_request_id(request_id);
+    }
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);
     }

@@ -29,13 +29,17 @@ pub struct ToolsQuery {
 /// default of the tool list.
 pub const SERVICE_PROFILE: &str = "service";
 
-/// Builds the context of a call: who, where, settings as stored now.
+/// Builds the context of a call: who, where, settings as stored now, the
+/// remote modules' tools as fresh as they can be.
 pub async fn context(
     state: &AppState,
     caller: &Caller,
     space_id: Option<Uuid>,
     headers: &HeaderMap,
 ) -> Result<ToolContext, ApiError> {
+    // Every door lists or runs tools after this: a remote module whose
+    // manifest expired is asked again first.
+    state.modules.ensure_fresh().await;
     let settings = state.settings().await?;
     let request_id = headers
         .get("x-request-id")
