@@ -369,7 +369,11 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
     let broken = FakeModule::new("broken", json!("<html>this is no manifest</html>"));
     let broken_base = serve_router(broken.router(), "127.0.0.1:0".parse().unwrap()).await;
     // Down at start: nothing listens there yet.
-    let late_addr = data_plane_testkit::unused_addr();
+    // Bound but not listening: connections are refused, and no other test
+    // can take the port before the module comes up on it.
+    let late_socket = tokio::net::TcpSocket::new_v4().unwrap();
+    late_socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let late_addr = late_socket.local_addr().unwrap();
     let late = FakeModule::new(
         "late",
         json!({"name": "late", "tools": [{"name": "late.hello", "description": "Says hello."}]}),
@@ -581,6 +585,38 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
             .contains("HTTP 503")
     );
     assert_eq!(crm.calls_of("crm.flaky_write").len(), 1);
+    // Rate limits apply to remote tools, and may be set for a configured
+    // module's tool before it is discovered.
+    let (status, body) = common::json(
+        reqwest::Client::new()
+            .put(format!("{base}/v1/admin/settings"))
+            .bearer_auth(&admin)
+            .json(&json!({"tool_rate_limits": {
+                "crm.flaky_write": {"daily_limit": 1},
+                "late.hello": {"daily_limit": 100}
+            }}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let once = execute(&base, &user, "crm.flaky_write", json!({})).await;
+    assert_eq!(once["success"], true, "{once}");
+    let twice = execute(&base, &user, "crm.flaky_write", json!({})).await;
+    assert_eq!(twice["error"]["code"], "rate_limited", "{twice}");
+    assert_eq!(crm.calls_of("crm.flaky_write").len(), 2);
+    let (status, _) = common::json(
+        reqwest::Client::new()
+            .put(format!("{base}/v1/admin/settings"))
+            .bearer_auth(&admin)
+            .json(&json!({"tool_rate_limits": {"nope.hello": {"daily_limit": 1}}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "not a configured module");
     // A module not discovered yet has no tools to call.
     let down = execute(&base, &user, "late.hello", json!({})).await;
     assert_eq!(
@@ -602,16 +638,19 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
         audited.contains(&("crm.lookup".into(), Some("crm".into()), true)),
         "{audited:?}"
     );
-    assert!(
-        audited
-            .iter()
-            .all(|(_, m, _)| m.as_deref() == Some("crm") || m.is_none()),
-        "{audited:?}"
-    );
+    // Every call of a crm tool names the module; the misspelt name ran
+    // nothing and names none.
+    for (tool, module, _) in &audited {
+        let expected = (tool != "crm.lokup").then_some("crm");
+        assert_eq!(module.as_deref(), expected, "{tool}");
+    }
+    assert!(audited.iter().any(|(t, _, _)| t == "crm.lokup"));
 
     // The module that was down comes up: the next request after the retry
     // pause discovers it lazily.
-    serve_router(late.router(), late_addr).await;
+    let late_listener = late_socket.listen(64).unwrap();
+    let late_router = late.router();
+    tokio::spawn(async move { axum::serve(late_listener, late_router).await });
     tokio::time::sleep(config.retry_after).await;
     until_listed(
         "late discovered lazily",

@@ -578,7 +578,8 @@ impl Agent {
 
     /// One call through the registry, retried once when it failed in a way
     /// a retry may fix and the tool is idempotent (calling it twice does
-    /// no more than calling it once; for execute_tool, the tool it runs).
+    /// no more than calling it once; for execute_tool, the tool it runs),
+    /// unless a remote module runs it (its client retries by itself).
     async fn execute_one(
         &self,
         call: &PlannedCall,
@@ -612,6 +613,14 @@ impl Agent {
             .execute_tool(&call.name, args.clone(), &ctx, callbacks)
             .await;
         if first.success || !first.error.as_ref().is_some_and(|e| e.retryable) {
+            return first;
+        }
+        // A remote module's client has retried what a retry may fix.
+        if self
+            .registry
+            .get(&first.tool)
+            .is_some_and(|e| e.module.is_some())
+        {
             return first;
         }
         if !self

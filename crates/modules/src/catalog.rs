@@ -51,6 +51,9 @@ struct Slot {
     done: watch::Sender<u64>,
     /// One discovery at a time.
     running: tokio::sync::Mutex<()>,
+    /// Whether a manifest is newer than the installed one, and installing
+    /// it, happen as one step (a discovery and the listener may both try).
+    installing: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -101,6 +104,20 @@ pub struct ModuleStatus {
     pub last_error: Option<String>,
 }
 
+/// Ends a discovery when dropped (see [`Modules::finish`]).
+struct Finishing<'a> {
+    modules: &'a Modules,
+    slot: &'a Slot,
+    /// The attempt made, once it was.
+    attempt: Option<(DateTime<Utc>, Option<String>)>,
+}
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        self.modules.finish(self.slot, self.attempt.take());
+    }
+}
+
 fn lock(state: &Mutex<SlotState>) -> MutexGuard<'_, SlotState> {
     // A panic while holding the lock leaves a state that is still whole.
     state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -121,6 +138,7 @@ impl Modules {
                 state: Mutex::new(SlotState::default()),
                 done: watch::Sender::new(0),
                 running: tokio::sync::Mutex::new(()),
+                installing: Mutex::new(()),
             })
             .collect();
         Arc::new(Modules {
@@ -197,31 +215,37 @@ impl Modules {
         };
         for row in rows {
             if let Some(slot) = self.slot(&row.module) {
-                self.install_row(slot, &row);
+                self.absorb_row(slot, &row);
             }
         }
     }
 
-    /// Installs `row` when it holds a manifest of the slot's URL newer than
-    /// the one installed.
-    fn install_row(&self, slot: &Slot, row: &ManifestRow) -> bool {
-        let (Some(manifest), Some(fetched_at)) = (&row.manifest, row.fetched_at) else {
-            return false;
-        };
-        let newer = lock(&slot.state)
-            .installed
-            .as_ref()
-            .is_none_or(|i| i.fetched_at < fetched_at);
-        if row.url != slot.config.url || !newer {
+    /// Takes up a cached row of the slot's URL: its manifest when newer than
+    /// the one installed, and its last attempt (another replica's, maybe)
+    /// when later than the last one known here. Answers whether it installed
+    /// a manifest.
+    fn absorb_row(&self, slot: &Slot, row: &ManifestRow) -> bool {
+        if row.url != slot.config.url {
             return false;
         }
-        match self.install(slot, manifest, fetched_at) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(module = %slot.config.name, reason = %e, "the cached manifest cannot be used");
-                false
+        let installed = match (&row.manifest, row.fetched_at) {
+            (Some(manifest), Some(fetched_at)) => {
+                match self.install_if_newer(slot, manifest, fetched_at) {
+                    Ok(installed) => installed,
+                    Err(e) => {
+                        tracing::warn!(module = %slot.config.name, reason = %e, "the cached manifest cannot be used");
+                        false
+                    }
+                }
             }
+            _ => false,
+        };
+        let mut state = lock(&slot.state);
+        if state.attempted_at.is_none_or(|at| at < row.attempted_at) {
+            state.attempted_at = Some(row.attempted_at);
+            state.last_error = row.last_error.clone();
         }
+        installed
     }
 
     fn slot(&self, name: &str) -> Option<&Slot> {
@@ -280,7 +304,11 @@ impl Modules {
                 if start {
                     state.discovering = true;
                 }
-                let wait = state.installed.is_none() && state.discovering;
+                // Only a module never asked yet (start-up is at it) is
+                // waited for: one that failed since is asked again in the
+                // background, and no request pays for it again.
+                let wait =
+                    state.installed.is_none() && state.discovering && state.attempted.is_none();
                 (start, wait.then(|| slot.done.subscribe()))
             };
             if start {
@@ -298,19 +326,41 @@ impl Modules {
 
     /// Discovers every module (or the one named) now, whatever the cache
     /// says, and answers how each stands afterwards.
-    pub async fn refresh(&self, only: Option<&str>) -> Result<Vec<ModuleStatus>, ModuleError> {
-        let slots: Vec<&Slot> = match only {
-            None => self.slots.iter().collect(),
-            Some(name) => vec![self.slot(name).ok_or_else(|| ModuleError::Unknown {
-                name: name.to_string(),
-                known: self.names(),
-            })?],
+    pub async fn refresh(
+        self: &Arc<Self>,
+        only: Option<&str>,
+    ) -> Result<Vec<ModuleStatus>, ModuleError> {
+        let indexes: Vec<usize> = match only {
+            None => (0..self.slots.len()).collect(),
+            Some(name) => vec![
+                self.slots
+                    .iter()
+                    .position(|s| s.config.name == name)
+                    .ok_or_else(|| ModuleError::Unknown {
+                        name: name.to_string(),
+                        known: self.names(),
+                    })?,
+            ],
         };
-        for slot in &slots {
-            lock(&slot.state).discovering = true;
+        // Tasks of their own: a caller that gives up waiting does not cut
+        // a discovery short.
+        let tasks: Vec<_> = indexes
+            .iter()
+            .map(|&i| {
+                lock(&self.slots[i].state).discovering = true;
+                let this = self.clone();
+                tokio::spawn(async move { this.discover(&this.slots[i], true).await })
+            })
+            .collect();
+        for task in futures::future::join_all(tasks).await {
+            if let Err(e) = task {
+                tracing::error!(error = %e, "a module discovery failed unexpectedly");
+            }
         }
-        futures::future::join_all(slots.iter().map(|slot| self.discover(slot, true))).await;
-        Ok(slots.iter().map(|slot| self.status_of(slot)).collect())
+        Ok(indexes
+            .iter()
+            .map(|&i| self.status_of(&self.slots[i]))
+            .collect())
     }
 
     /// How every module stands, in configuration order.
@@ -348,19 +398,26 @@ impl Modules {
     /// Unless `forced`, a manifest another replica fetched meanwhile (and
     /// cached) is taken instead of asking the module again.
     async fn discover(&self, slot: &Slot, forced: bool) {
+        // Whatever happens (a request that gave up, a panic), the discovery
+        // ends: nobody waits on it for ever and the next one can start.
+        let mut finishing = Finishing {
+            modules: self,
+            slot,
+            attempt: None,
+        };
         let _running = slot.running.lock().await;
         let name = slot.config.name.as_str();
         if !forced {
             match store::load(&self.db, name).await {
                 Ok(Some(row))
                     if row.fetched_at.is_some_and(|at| self.fresh(at))
-                        && self.install_row(slot, &row) =>
+                        && self.absorb_row(slot, &row) =>
                 {
                     tracing::debug!(
                         module = name,
                         "took the manifest another replica discovered"
                     );
-                    return self.finish(slot, None);
+                    return;
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -374,7 +431,9 @@ impl Modules {
             .manifest(&slot.config, self.config.discovery_timeout)
             .await
         {
-            Ok(value) => self.install(slot, &value, attempted_at).map(|()| value),
+            Ok(value) => self
+                .install_if_newer(slot, &value, attempted_at)
+                .map(|_| value),
             Err(e) => Err(e),
         };
         let saved = match &outcome {
@@ -396,7 +455,7 @@ impl Modules {
         if let Err(e) = saved {
             tracing::warn!(module = name, error = %e, "cannot cache the module's manifest");
         }
-        self.finish(slot, Some((attempted_at, outcome.err())));
+        finishing.attempt = Some((attempted_at, outcome.err()));
     }
 
     /// Ends a discovery (or start-up's look at the cache): records the
@@ -412,6 +471,28 @@ impl Modules {
             }
         }
         slot.done.send_modify(|n| *n += 1);
+    }
+
+    /// Installs `value` unless the manifest installed was fetched later;
+    /// answers whether it did.
+    fn install_if_newer(
+        &self,
+        slot: &Slot,
+        value: &Value,
+        fetched_at: DateTime<Utc>,
+    ) -> Result<bool, String> {
+        let _installing = slot
+            .installing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let newer = lock(&slot.state)
+            .installed
+            .as_ref()
+            .is_none_or(|i| i.fetched_at < fetched_at);
+        if newer {
+            self.install(slot, value, fetched_at)?;
+        }
+        Ok(newer)
     }
 
     /// Reads `value` as the slot's manifest and puts its tools in the
@@ -461,7 +542,10 @@ impl Modules {
             tracing::warn!(module = %module, ?skipped, "some of the module's tools are left out");
         }
         tracing::info!(module = %module, tools = tools.len(), %fetched_at, "module manifest installed");
-        lock(&slot.state).installed = Some(Installed {
+        let mut state = lock(&slot.state);
+        // A good manifest, whoever fetched it, ends the failure it followed.
+        state.last_error = None;
+        state.installed = Some(Installed {
             fetched_at,
             manifest_name: parsed.name,
             version: parsed.version,
@@ -497,7 +581,7 @@ impl Modules {
                         if let Some(slot) = self.slot(n.payload()) {
                             match store::load(&self.db, n.payload()).await {
                                 Ok(Some(row)) => {
-                                    self.install_row(slot, &row);
+                                    self.absorb_row(slot, &row);
                                 }
                                 Ok(None) => {}
                                 Err(e) => {

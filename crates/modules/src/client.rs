@@ -78,7 +78,10 @@ impl Client {
         let mut retries = u8::from(retry);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.execute_once(module, body, left, timeout).await {
+            let attempt = self.execute_once(module, body, left, timeout).await;
+            // What is left after this attempt: a retry needs room to run.
+            let left = deadline.saturating_duration_since(Instant::now());
+            match attempt {
                 Err(Attempt::Transient(e)) if retries > 0 && left > RETRY_PAUSE * 2 => {
                     retries -= 1;
                     tracing::info!(module = %module.name, error = %e.message, "retrying an idempotent call once");

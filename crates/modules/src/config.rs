@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::ModuleError;
 
 /// One configured module.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct ModuleConfig {
     /// The name its tools take (`name.tool`).
     pub name: String,
@@ -32,6 +32,19 @@ pub struct ModuleConfig {
     /// Its own timeout per call, over the fast or slow default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for ModuleConfig {
+    /// Everything but the token, which no log line may carry.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleConfig")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "[set]"))
+            .field("slow", &self.slow)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
 }
 
 impl ModuleConfig {
@@ -324,6 +337,8 @@ mod tests {
             .collect();
         assert_eq!(timeouts, [120_000, 5_000, 30_000, 120_000]);
         std::fs::remove_dir_all(&dir).ok();
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("secret"), "{shown}");
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub const MAX_TOOLS: usize = 128;
 pub const MAX_DESCRIPTION: usize = 4096;
 /// The largest argument schema accepted for one tool (bytes of JSON).
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// The most tools left out that are named one by one (logs and the admin
+/// listing stay readable); the rest are counted.
+const MAX_SKIPPED: usize = 32;
 /// The longest one-line summary (characters).
 const MAX_SUMMARY: usize = 120;
 
@@ -106,6 +109,11 @@ pub fn parse(value: &Value) -> Result<Manifest, String> {
             }
             Err(why) => manifest.skipped.push(format!("{label}: {why}")),
         }
+    }
+    if manifest.skipped.len() > MAX_SKIPPED {
+        let more = manifest.skipped.len() - MAX_SKIPPED;
+        manifest.skipped.truncate(MAX_SKIPPED);
+        manifest.skipped.push(format!("and {more} more tools"));
     }
     Ok(manifest)
 }
@@ -446,6 +454,12 @@ mod tests {
         assert_eq!(manifest.tools.len(), MAX_TOOLS);
         assert_eq!(manifest.skipped.len(), 3);
         assert!(manifest.skipped[0].contains("more than 128 tools"));
+        let tools: Vec<Value> = (0..MAX_TOOLS + 100)
+            .map(|i| json!({"name": format!("m.t{i}")}))
+            .collect();
+        let manifest = parse(&json!({ "tools": tools })).unwrap();
+        assert_eq!(manifest.skipped.len(), MAX_SKIPPED + 1);
+        assert_eq!(manifest.skipped[MAX_SKIPPED], "and 68 more tools");
 
         let long = "x".repeat(MAX_DESCRIPTION + 10);
         let huge: Vec<Value> = (0..3000)

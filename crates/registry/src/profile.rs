@@ -248,7 +248,7 @@ pub(crate) fn load(
 }
 
 /// Whether `name` may name a remote module: 1-32 characters of lowercase
-/// letters, digits, `-` and `_`, starting with a letter or digit, without
+/// letters, digits, `-` and `_`, starting and ending with a letter or digit, without
 /// `__` (which joins module and tool in the names models see) or a dot
 /// (which does so in every other name).
 pub fn valid_module_name(name: &str) -> bool {
@@ -257,5 +257,6 @@ pub fn valid_module_name(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
         && !name.starts_with(['-', '_'])
+        && !name.ends_with(['-', '_'])
         && !name.contains("__")
 }

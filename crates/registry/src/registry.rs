@@ -528,12 +528,25 @@ impl Registry {
     /// replacing what it offered before (none: it offers nothing now).
     /// A tool that is not the module's (`module.` must prefix it) or whose
     /// name, or the name models see, is taken by one of the server's own
-    /// tools or aliases, or by an earlier tool of the list, is left out;
-    /// the answer says why for each.
+    /// tools or aliases, by another module's tool, or by an earlier tool of
+    /// the list, is left out; the answer says why for each.
     pub fn set_module_tools(&self, module: &str, tools: Vec<ToolEntry>) -> Vec<String> {
         let mut skipped = Vec::new();
         let mut kept: Vec<Arc<ToolEntry>> = Vec::new();
         let prefix = format!("{module}.");
+        // Another module's tool under the same name models see (module
+        // `a` tool `_b` and module `a_` tool `b` would both be `a___b`).
+        // Under the write lock, so two modules installed at once cannot both
+        // take a name.
+        let mut remote = self.remote.write().unwrap_or_else(PoisonError::into_inner);
+        let others = remote.clone();
+        let elsewhere = |name: &str| {
+            others
+                .by_name
+                .get(name)
+                .filter(|e| e.module.as_deref() != Some(module))
+                .map(|e| e.name.clone())
+        };
         for entry in tools {
             let wire = entry.definition["name"]
                 .as_str()
@@ -549,6 +562,11 @@ impl Registry {
                     "{}: {name} is the name of one of the server's own tools",
                     entry.name
                 ));
+            } else if let Some(other) = elsewhere(&wire) {
+                skipped.push(format!(
+                    "{}: the name models see, {wire}, is taken by {other}",
+                    entry.name
+                ));
             } else if let Some(first) = kept.iter().find(|k| {
                 k.name == entry.name || k.definition["name"].as_str() == Some(wire.as_str())
             }) {
@@ -561,7 +579,6 @@ impl Registry {
             }
         }
         kept.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut remote = self.remote.write().unwrap_or_else(PoisonError::into_inner);
         *remote = Arc::new(remote.with_module(module, kept));
         skipped
     }

@@ -43,7 +43,8 @@ pub async fn load(db: &Db, module: &str) -> Result<Option<ManifestRow>, StoreErr
     .await?)
 }
 
-/// Stores a manifest just read from `url`.
+/// Stores a manifest just read from `url`, unless the row holds one of the
+/// same URL fetched later (a slow fetch never replaces a newer one).
 pub async fn save_manifest(
     db: &Db,
     module: &str,
@@ -56,7 +57,10 @@ pub async fn save_manifest(
         "INSERT INTO module_manifests (module, url, manifest, fetched_at, attempted_at, last_error)
          VALUES ($1, $2, $3, $4, $4, NULL)
          ON CONFLICT (module) DO UPDATE SET url = EXCLUDED.url, manifest = EXCLUDED.manifest,
-             fetched_at = EXCLUDED.fetched_at, attempted_at = EXCLUDED.attempted_at, last_error = NULL",
+             fetched_at = EXCLUDED.fetched_at, attempted_at = EXCLUDED.attempted_at, last_error = NULL
+         WHERE module_manifests.fetched_at IS NULL
+            OR module_manifests.fetched_at < EXCLUDED.fetched_at
+            OR module_manifests.url <> EXCLUDED.url",
     )
     .bind(module)
     .bind(url)

@@ -50,9 +50,14 @@ pub async fn put(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(Value::Object(tools)) = changes.get("tool_rate_limits") {
         for name in tools.keys() {
-            if state.registry.get(name).is_none_or(|t| t.name != *name) {
+            // A configured module's tool may be limited before this replica
+            // has discovered it.
+            let remote = name.split_once('.').is_some_and(|(module, tool)| {
+                !tool.is_empty() && state.modules.names().iter().any(|m| m == module)
+            });
+            if !remote && state.registry.get(name).is_none_or(|t| t.name != *name) {
                 return Err(ApiError::bad_request(format!(
-                    "tool_rate_limits names {name:?}, which is not a tool's name"
+                    "tool_rate_limits names {name:?}, which is not a tool's name (nor module.tool of a configured module)"
                 )));
             }
         }
