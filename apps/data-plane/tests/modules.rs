@@ -3,7 +3,8 @@
 //! start that comes up later, one answering a malformed manifest), a second
 //! `data-plane` process consumed as a module by this one and consuming it
 //! back, the PostgreSQL cache shared by a second replica, a refresh after a
-//! module's tools changed, and a chat turn that calls a remote tool.
+//! module's tools changed, a manifest that expires, one too large, one
+//! refused for want of a token, and a chat turn that calls a remote tool.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1116,4 +1117,84 @@ async fn a_chat_turn_calls_a_remote_tool_and_streams_it() {
     .unwrap();
     assert_eq!(found["tools"][0]["name"], "crm.lookup", "{found}");
     assert_eq!(found["tools"][0]["category"], "module");
+}
+
+#[tokio::test]
+async fn an_expired_manifest_is_fetched_again_and_oversized_or_refused_ones_say_why() {
+    let w = world().await;
+    let fresh = FakeModule::new(
+        "fresh",
+        json!({"name": "fresh", "tools": [{"name": "fresh.ping", "description": "Answers."}]}),
+    );
+    let fresh_base = serve_router(fresh.router(), "127.0.0.1:0".parse().unwrap()).await;
+    // Over the 1 MiB a manifest may be.
+    let padding = "x".repeat(1024 * 1024);
+    let big = FakeModule::new(
+        "big",
+        json!({"name": "big", "description": padding, "tools": []}),
+    );
+    let big_base = serve_router(big.router(), "127.0.0.1:0".parse().unwrap()).await;
+    // crm wants its token; this configuration has none.
+    let crm = FakeModule::new("crm", crm_manifest());
+    let crm_base = serve_router(crm.router(), "127.0.0.1:0".parse().unwrap()).await;
+    let config = ModulesConfig {
+        modules: vec![
+            module("fresh", &fresh_base),
+            module("big", &big_base),
+            module("crm", &crm_base),
+        ],
+        ttl: Duration::from_millis(1500),
+        retry_after: Duration::from_millis(100),
+        ..ModulesConfig::default()
+    };
+    let state = w.state("", config);
+    let base = common::serve(state).await;
+    let (user, admin) = (w.user_token(), w.admin_token());
+    eventually("all tried", Duration::from_secs(10), || async {
+        let big = module_status(&base, &admin, "big").await;
+        let crm = module_status(&base, &admin, "crm").await;
+        let fresh = module_status(&base, &admin, "fresh").await;
+        big["state"] == "failed" && crm["state"] == "failed" && fresh["state"] == "ready"
+    })
+    .await;
+    let big_status = module_status(&base, &admin, "big").await;
+    assert!(
+        big_status["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 1048576 bytes"),
+        "{big_status}"
+    );
+    let crm_status = module_status(&base, &admin, "crm").await;
+    assert!(
+        crm_status["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 401"),
+        "{crm_status}"
+    );
+    assert_eq!(fresh.manifest_fetches(), 1);
+
+    // Past the TTL the tools keep serving while a request has the module
+    // asked again in the background.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(
+        module_status(&base, &admin, "fresh").await["state"],
+        "stale"
+    );
+    assert!(
+        listed(&base, &user, "service")
+            .await
+            .contains(&"fresh__ping".to_string())
+    );
+    eventually("fetched again", Duration::from_secs(10), || async {
+        fresh.manifest_fetches() == 2
+    })
+    .await;
+    eventually("fresh again", Duration::from_secs(10), || async {
+        module_status(&base, &admin, "fresh").await["state"] == "ready"
+    })
+    .await;
+    let ping = execute(&base, &user, "fresh.ping", json!({})).await;
+    assert_eq!(ping["success"], true, "{ping}");
 }
