@@ -1,0 +1,326 @@
+//! Retrieval quality of search_documents on SciFact's training claims
+//! (`../shared/fixtures/scifact-train`, BEIR format): every abstract is one
+//! document (`<id>.txt`: title, blank line, text) ingested through the real
+//! pipeline; every claim with judged abstracts goes through the registry's
+//! search_documents in each mode; abstracts are ranked by their best passage;
+//! nDCG@10, recall@50 (the tool's largest page) and MRR@10 are printed per
+//! mode, with the latency of the same calls. Prints `name value` lines.
+//!
+//! The corpus lives in its own database (`dp_bench_quality`) and Tantivy
+//! directory and is reused by later runs; BENCH_QUALITY_REBUILD=1 rebuilds
+//! it (needed after a change to chunking or extraction).
+//!
+//! Run with `benches/quality.sh` (or `make bench`); needs `make setup` first.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_handlers::Deps;
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_registry::{NoCallbacks, NoLedger, Permission, Registry, ToolContext};
+use data_plane_search::KeywordIndex;
+use data_plane_search::follower::Follower;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole};
+use data_plane_store::{Db, Scope};
+use serde_json::{Value, json};
+use sqlx::Executor;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use uuid::Uuid;
+
+const DATABASE: &str = "dp_bench_quality";
+/// Changes whenever the way the corpus is built changes.
+const RECIPE: &str = "data-plane quality bench v1";
+const READER: &str = "reader@bench.quality";
+/// The cut-off of nDCG and MRR.
+const K: usize = 10;
+/// The most passages one call answers (the tool's maximum `limit`).
+const DEPTH: usize = 50;
+
+struct Fixture {
+    /// `(id, title, text)` of every abstract.
+    corpus: Vec<(String, String, String)>,
+    /// `(claim id, text)` of every claim with judged abstracts.
+    claims: Vec<(String, String)>,
+    /// Claim id → its relevant abstracts and their grades.
+    qrels: HashMap<String, HashMap<String, f64>>,
+}
+
+fn read_fixture(dir: &Path) -> anyhow::Result<Fixture> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).with_context(|| {
+            format!(
+                "{} is missing: the SciFact fixture is expected in {}",
+                name,
+                dir.display()
+            )
+        })
+    };
+    let lines = |text: String| -> anyhow::Result<Vec<Value>> {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).context("a line that is not JSON"))
+            .collect()
+    };
+    let field = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_string();
+    let corpus = lines(read("corpus.jsonl")?)?
+        .iter()
+        .map(|d| (field(d, "_id"), field(d, "title"), field(d, "text")))
+        .collect();
+    let mut qrels: HashMap<String, HashMap<String, f64>> = HashMap::new();
+    for line in read("qrels.tsv")?.lines().skip(1) {
+        let parts: Vec<&str> = line.split('\t').collect();
+        if let [query, doc, score] = parts[..] {
+            qrels
+                .entry(query.to_string())
+                .or_default()
+                .insert(doc.to_string(), score.trim().parse().unwrap_or(1.0));
+        }
+    }
+    let claims = lines(read("queries.jsonl")?)?
+        .iter()
+        .map(|q| (field(q, "_id"), field(q, "text")))
+        .filter(|(id, _)| qrels.contains_key(id))
+        .collect();
+    Ok(Fixture {
+        corpus,
+        claims,
+        qrels,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let fixture_dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "../shared/fixtures/scifact-train".into()),
+    );
+    let index_dir = PathBuf::from(
+        std::env::var("BENCH_QUALITY_DIR").unwrap_or_else(|_| ".data/bench/quality-index".into()),
+    );
+    let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
+        "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".into()
+    });
+    let app_password =
+        std::env::var("DATA_PLANE_TEST_APP_PASSWORD").unwrap_or_else(|_| "data_plane_app".into());
+    let rebuild = std::env::var("BENCH_QUALITY_REBUILD").is_ok_and(|v| v == "1");
+    let fixture = read_fixture(&fixture_dir)?;
+    println!("quality.abstracts {}", fixture.corpus.len());
+    println!("quality.claims {}", fixture.claims.len());
+
+    let model_dir = data_plane_testkit::model_dir();
+    let embedder = Arc::new(
+        Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
+            format!(
+                "the local model is needed in {} (run `make setup`)",
+                model_dir.display()
+            )
+        })?,
+    );
+    let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;
+    let app_url = format!(
+        "postgres://data_plane_app:{app_password}@{}:{}/{DATABASE}",
+        base.get_host(),
+        base.get_port()
+    );
+    let marker = format!("{RECIPE}; abstracts={}", fixture.corpus.len());
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone())
+        .await
+        .context("cannot reach PostgreSQL as the owner (run `make setup`)")?;
+    let existing: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
+    )
+    .bind(DATABASE)
+    .fetch_optional(&admin)
+    .await?;
+    let reuse = !rebuild
+        && existing.flatten().as_deref() == Some(marker.as_str())
+        && index_dir.join("meta.json").exists();
+    let started = Instant::now();
+    if !reuse {
+        eprintln!(
+            "ingesting {} abstracts into database {DATABASE} (once; later runs reuse it)",
+            fixture.corpus.len()
+        );
+        admin
+            .execute(format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)").as_str())
+            .await?;
+        admin
+            .execute(format!("CREATE DATABASE {DATABASE} TEMPLATE template1").as_str())
+            .await?;
+        if index_dir.exists() {
+            std::fs::remove_dir_all(&index_dir)?;
+        }
+    }
+    let owner = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone().database(DATABASE))
+        .await?;
+    data_plane_store::migrate::migrator().run(&owner).await?;
+    owner.close().await;
+    let db = Db::connect(&app_url, 8).await?;
+    let (reader, space) = if reuse {
+        let mut tx = db.begin(Scope::System).await?;
+        let reader = identity::upsert_user(&mut tx, READER, Some(Permission::User)).await?;
+        let (space, _) = identity::ensure_space(&mut tx, "scifact").await?;
+        tx.commit().await?;
+        (reader.id, space.id)
+    } else {
+        ingest(&db, &embedder, &fixture).await?
+    };
+    let index = KeywordIndex::open_or_create(&index_dir)?;
+    Follower::new(db.clone(), index.clone()).catch_up().await?;
+    if !reuse {
+        admin
+            .execute(format!("COMMENT ON DATABASE {DATABASE} IS '{marker}'").as_str())
+            .await?;
+    }
+    admin.close().await;
+    println!(
+        "quality.setup {} {:.1}s",
+        if reuse { "reused" } else { "built" },
+        started.elapsed().as_secs_f64()
+    );
+    println!("quality.chunks {}", index.num_chunks());
+
+    let deps = Arc::new(Deps::new(db.clone(), index, embedder));
+    let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
+    let ctx = ToolContext::new(reader, Some(space), Permission::User);
+    for mode in ["hybrid", "vector", "keyword"] {
+        let mut ndcg = Vec::new();
+        let mut recall = Vec::new();
+        let mut mrr = Vec::new();
+        let mut times = Vec::new();
+        for (id, claim) in &fixture.claims {
+            let t = Instant::now();
+            let data = call(
+                &registry,
+                json!({ "query": claim, "mode": mode, "limit": DEPTH }),
+                &ctx,
+            )
+            .await?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            let ranked = abstracts_by_best_passage(&data);
+            let relevant = &fixture.qrels[id];
+            ndcg.push(ndcg_at(&ranked, relevant, K));
+            recall.push(recall_at(&ranked, relevant, DEPTH));
+            mrr.push(reciprocal_rank_at(&ranked, relevant, K));
+        }
+        println!("quality.{mode}.ndcg@{K} {:.4}", mean(&ndcg));
+        println!("quality.{mode}.recall@{DEPTH} {:.4}", mean(&recall));
+        println!("quality.{mode}.mrr@{K} {:.4}", mean(&mrr));
+        println!("quality.{mode}.p50_ms {:.1}", percentile(&times, 50.0));
+        println!("quality.{mode}.p95_ms {:.1}", percentile(&times, 95.0));
+    }
+    Ok(())
+}
+
+/// Ingests one document per abstract; answers the reader and the space.
+async fn ingest(
+    db: &Db,
+    embedder: &Arc<Embedder>,
+    fixture: &Fixture,
+) -> anyhow::Result<(Uuid, Uuid)> {
+    let mut tx = db.begin(Scope::System).await?;
+    let reader = identity::upsert_user(&mut tx, READER, Some(Permission::User)).await?;
+    let (space, _) = identity::ensure_space(&mut tx, "scifact").await?;
+    identity::add_member(&mut tx, space.id, reader.id, MembershipRole::Viewer).await?;
+    let source = content::ensure_source(&mut tx, space.id, "abstracts", SourceKind::Files).await?;
+    tx.commit().await?;
+    let pipeline = Pipeline::new(db.clone(), embedder.clone());
+    let target = Target {
+        space_id: space.id,
+        source_id: source.id,
+    };
+    let t = Instant::now();
+    for (i, (id, title, text)) in fixture.corpus.iter().enumerate() {
+        let body = format!("{title}\n\n{text}\n");
+        pipeline
+            .ingest_file(Scope::System, target, &format!("{id}.txt"), body.as_bytes())
+            .await
+            .with_context(|| format!("ingesting abstract {id}"))?;
+        if (i + 1) % 500 == 0 {
+            eprintln!("  {} abstracts in {:.0}s", i + 1, t.elapsed().as_secs_f64());
+        }
+    }
+    Ok((reader.id, space.id))
+}
+
+/// The abstracts of an answer in the order of their best passage.
+fn abstracts_by_best_passage(data: &Value) -> Vec<String> {
+    let mut seen = HashSet::new();
+    data["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|hit| hit["path"].as_str())
+        .map(|path| path.trim_end_matches(".txt").to_string())
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
+fn ndcg_at(ranked: &[String], relevant: &HashMap<String, f64>, k: usize) -> f64 {
+    let dcg: f64 = ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, id)| relevant.get(id).copied().unwrap_or(0.0) / (i as f64 + 2.0).log2())
+        .sum();
+    let mut ideal: Vec<f64> = relevant.values().copied().collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, g)| g / (i as f64 + 2.0).log2())
+        .sum();
+    if idcg == 0.0 { 0.0 } else { dcg / idcg }
+}
+
+fn recall_at(ranked: &[String], relevant: &HashMap<String, f64>, k: usize) -> f64 {
+    let found = ranked
+        .iter()
+        .take(k)
+        .filter(|id| relevant.contains_key(*id))
+        .count();
+    found as f64 / relevant.len().max(1) as f64
+}
+
+fn reciprocal_rank_at(ranked: &[String], relevant: &HashMap<String, f64>, k: usize) -> f64 {
+    ranked
+        .iter()
+        .take(k)
+        .position(|id| relevant.contains_key(id))
+        .map_or(0.0, |i| 1.0 / (i as f64 + 1.0))
+}
+
+async fn call(registry: &Registry, args: Value, ctx: &ToolContext) -> anyhow::Result<Value> {
+    let result = registry
+        .execute_tool("search_documents", args.clone(), ctx, &NoCallbacks)
+        .await;
+    match result.data {
+        Some(data) if result.success => Ok(data),
+        _ => bail!("search_documents {args} failed: {:?}", result.error),
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i]
+}
