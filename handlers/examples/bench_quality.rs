@@ -17,20 +17,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_handlers::Deps;
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_registry::{NoCallbacks, NoLedger, Permission, Registry, ToolContext};
+use data_plane_registry::{NoLedger, Permission, ToolContext};
 use data_plane_search::KeywordIndex;
 use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole};
 use data_plane_store::{Db, Scope};
 use serde_json::{Value, json};
-use sqlx::Executor;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
+
+#[path = "bench_support/mod.rs"]
+mod bench_support;
+use bench_support::{BenchDatabase, call, mean, print_percentiles};
 
 const DATABASE: &str = "dp_bench_quality";
 /// Changes whenever the way the corpus is built changes.
@@ -103,11 +105,6 @@ async fn main() -> anyhow::Result<()> {
     let index_dir = PathBuf::from(
         std::env::var("BENCH_QUALITY_DIR").unwrap_or_else(|_| ".data/bench/quality-index".into()),
     );
-    let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-        "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".into()
-    });
-    let app_password =
-        std::env::var("DATA_PLANE_TEST_APP_PASSWORD").unwrap_or_else(|_| "data_plane_app".into());
     let rebuild = std::env::var("BENCH_QUALITY_REBUILD").is_ok_and(|v| v == "1");
     let fixture = read_fixture(&fixture_dir)?;
     println!("quality.abstracts {}", fixture.corpus.len());
@@ -122,50 +119,24 @@ async fn main() -> anyhow::Result<()> {
             )
         })?,
     );
-    let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;
-    let app_url = format!(
-        "postgres://data_plane_app:{app_password}@{}:{}/{DATABASE}",
-        base.get_host(),
-        base.get_port()
-    );
     let marker = format!("{RECIPE}; abstracts={}", fixture.corpus.len());
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .context("cannot reach PostgreSQL as the owner (run `make setup`)")?;
-    let existing: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
-    )
-    .bind(DATABASE)
-    .fetch_optional(&admin)
-    .await?;
-    let reuse = !rebuild
-        && existing.flatten().as_deref() == Some(marker.as_str())
-        && index_dir.join("meta.json").exists();
+    let bench = BenchDatabase::prepare(DATABASE, &marker, rebuild, &index_dir).await?;
+    let reuse = bench.reuse;
     let started = Instant::now();
     if !reuse {
         eprintln!(
             "ingesting {} abstracts into database {DATABASE} (once; later runs reuse it)",
             fixture.corpus.len()
         );
-        admin
-            .execute(format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)").as_str())
-            .await?;
-        admin
-            .execute(format!("CREATE DATABASE {DATABASE} TEMPLATE template1").as_str())
-            .await?;
+        bench.recreate().await?;
         if index_dir.exists() {
             std::fs::remove_dir_all(&index_dir)?;
         }
     }
-    let owner = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone().database(DATABASE))
-        .await?;
+    let owner = bench.owner().await?;
     data_plane_store::migrate::migrator().run(&owner).await?;
     owner.close().await;
-    let db = Db::connect(&app_url, 8).await?;
+    let db = Db::connect(&bench.app_url, 8).await?;
     let (reader, space) = if reuse {
         let mut tx = db.begin(Scope::System).await?;
         let reader = identity::upsert_user(&mut tx, READER, Some(Permission::User)).await?;
@@ -178,11 +149,9 @@ async fn main() -> anyhow::Result<()> {
     let index = KeywordIndex::open_or_create(&index_dir)?;
     Follower::new(db.clone(), index.clone()).catch_up().await?;
     if !reuse {
-        admin
-            .execute(format!("COMMENT ON DATABASE {DATABASE} IS '{marker}'").as_str())
-            .await?;
+        bench.mark(&marker).await?;
     }
-    admin.close().await;
+    bench.admin.close().await;
     println!(
         "quality.setup {} {:.1}s",
         if reuse { "reused" } else { "built" },
@@ -216,8 +185,7 @@ async fn main() -> anyhow::Result<()> {
         println!("quality.{mode}.ndcg@{K} {:.4}", mean(&ndcg));
         println!("quality.{mode}.recall@{DEPTH} {:.4}", mean(&recall));
         println!("quality.{mode}.mrr@{K} {:.4}", mean(&mrr));
-        println!("quality.{mode}.p50_ms {:.1}", percentile(&times, 50.0));
-        println!("quality.{mode}.p95_ms {:.1}", percentile(&times, 95.0));
+        print_percentiles(&format!("quality.{mode}"), &times);
     }
     Ok(())
 }
@@ -299,28 +267,4 @@ fn reciprocal_rank_at(ranked: &[String], relevant: &HashMap<String, f64>, k: usi
         .take(k)
         .position(|id| relevant.contains_key(id))
         .map_or(0.0, |i| 1.0 / (i as f64 + 1.0))
-}
-
-async fn call(registry: &Registry, args: Value, ctx: &ToolContext) -> anyhow::Result<Value> {
-    let result = registry
-        .execute_tool("search_documents", args.clone(), ctx, &NoCallbacks)
-        .await;
-    match result.data {
-        Some(data) if result.success => Ok(data),
-        _ => bail!("search_documents {args} failed: {:?}", result.error),
-    }
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
-fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i]
 }

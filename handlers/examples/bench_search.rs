@@ -25,7 +25,7 @@ use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_handlers::Deps;
 use data_plane_handlers::search_documents;
 use data_plane_ingest::pipeline::{Pipeline, Target};
-use data_plane_registry::{NoCallbacks, NoLedger, Permission, Registry, ToolContext};
+use data_plane_registry::{NoLedger, Permission, Registry, ToolContext};
 use data_plane_search::KeywordIndex;
 use data_plane_search::follower::Follower;
 use data_plane_store::content::{self, NewChunk, NewDocument, SourceKind};
@@ -36,9 +36,12 @@ use pgvector::Vector;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgPool};
 use uuid::Uuid;
+
+#[path = "bench_support/mod.rs"]
+mod bench_support;
+use bench_support::{BenchDatabase, call, mean, percentile, print_percentiles};
 
 const DATABASE: &str = "dp_bench_search";
 /// Changes whenever the way the corpus is built changes, so an old corpus is
@@ -113,11 +116,6 @@ async fn main() -> anyhow::Result<()> {
         std::env::var("BENCH_SEARCH_DIR").unwrap_or_else(|_| ".data/bench/search-index".into()),
     );
     let model_dir = data_plane_testkit::model_dir();
-    let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-        "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".into()
-    });
-    let app_password =
-        std::env::var("DATA_PLANE_TEST_APP_PASSWORD").unwrap_or_else(|_| "data_plane_app".into());
     let rebuild = std::env::var("BENCH_SEARCH_REBUILD").is_ok_and(|v| v == "1");
 
     let embedder = Arc::new(
@@ -128,12 +126,6 @@ async fn main() -> anyhow::Result<()> {
             )
         })?,
     );
-    let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;
-    let app_url = format!(
-        "postgres://data_plane_app:{app_password}@{}:{}/{DATABASE}",
-        base.get_host(),
-        base.get_port()
-    );
     let corpus_key = std::fs::canonicalize(&corpus_dir).with_context(|| {
         format!(
             "demo corpus {} missing (run `make setup`)",
@@ -141,45 +133,24 @@ async fn main() -> anyhow::Result<()> {
         )
     })?;
     let marker = format!("{RECIPE}; chunks={total}; corpus={}", corpus_key.display());
-
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .context("cannot reach PostgreSQL as the owner (run `make setup`)")?;
-    let existing: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
-    )
-    .bind(DATABASE)
-    .fetch_optional(&admin)
-    .await?;
-    let reuse = !rebuild
-        && existing.flatten().as_deref() == Some(marker.as_str())
-        && index_dir.join("meta.json").exists();
+    let bench = BenchDatabase::prepare(DATABASE, &marker, rebuild, &index_dir).await?;
+    let reuse = bench.reuse;
 
     let started = Instant::now();
-    let owner = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone().database(DATABASE));
     let (db, setup) = if reuse {
-        let owner = owner.await?;
+        let owner = bench.owner().await?;
         data_plane_store::migrate::migrator().run(&owner).await?;
         owner.close().await;
-        let db = Db::connect(&app_url, 8).await?;
+        let db = Db::connect(&bench.app_url, 8).await?;
         let setup = Setup::load(&db).await?;
         (db, setup)
     } else {
         eprintln!(
             "building the {total}-chunk corpus in database {DATABASE} (once; later runs reuse it)"
         );
-        admin
-            .execute(format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)").as_str())
-            .await?;
-        admin
-            .execute(format!("CREATE DATABASE {DATABASE} TEMPLATE template1").as_str())
-            .await?;
-        let owner = owner.await?;
-        let db = build(&owner, &app_url, &corpus_dir, total, &embedder).await?;
+        bench.recreate().await?;
+        let owner = bench.owner().await?;
+        let db = build(&owner, &bench.app_url, &corpus_dir, total, &embedder).await?;
         owner.close().await;
         if index_dir.exists() {
             std::fs::remove_dir_all(&index_dir)?;
@@ -197,17 +168,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     if !reuse {
-        admin
-            .execute(
-                format!(
-                    "COMMENT ON DATABASE {DATABASE} IS '{}'",
-                    marker.replace('\'', "''")
-                )
-                .as_str(),
-            )
-            .await?;
+        bench.mark(&marker).await?;
     }
-    admin.close().await;
+    bench.admin.close().await;
     let setup_seconds = started.elapsed().as_secs_f64();
 
     println!("search.corpus_chunks {}", setup.chunks);
@@ -656,42 +619,11 @@ async fn exact_top(
     Ok(ids)
 }
 
-async fn call(registry: &Registry, args: Value, ctx: &ToolContext) -> anyhow::Result<Value> {
-    let result = registry
-        .execute_tool("search_documents", args.clone(), ctx, &NoCallbacks)
-        .await;
-    match result.data {
-        Some(data) if result.success => Ok(data),
-        _ => bail!("search_documents {args} failed: {:?}", result.error),
-    }
-}
-
 fn overlap(found: &[i64], truth: &[i64]) -> f64 {
     if truth.is_empty() {
         return 1.0;
     }
     found.iter().filter(|id| truth.contains(id)).count() as f64 / truth.len() as f64
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
-/// Nearest-rank percentile.
-fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn print_percentiles(name: &str, values: &[f64]) {
-    for p in [50.0, 95.0, 99.0] {
-        println!("{name}.p{p:.0}_ms {:.1}", percentile(values, p));
-    }
 }
 
 /// The ids the measurements need, looked up by name.
