@@ -18,7 +18,7 @@ depends_on() { # crate, dependency
 }
 for crate in data-plane-types data-plane-registry data-plane-handlers data-plane-store \
     data-plane-search data-plane-embed data-plane-extract data-plane-ingest data-plane-web \
-    data-plane-agent data-plane-modules; do
+    data-plane-agent data-plane-modules data-plane-runs; do
     if depends_on "$crate" axum; then
         echo "layering: $crate depends on axum; only apps/data-plane may serve HTTP" >&2
         status=1
@@ -37,7 +37,7 @@ if cargo tree -q -p data-plane-extract -e normal --prefix none 2>/dev/null |
 fi
 for crate in data-plane data-plane-types data-plane-registry data-plane-handlers data-plane-store \
     data-plane-search data-plane-embed data-plane-extract data-plane-ingest data-plane-web \
-    data-plane-agent data-plane-modules; do
+    data-plane-agent data-plane-modules data-plane-runs; do
     if depends_on "$crate" data-plane-testkit; then
         echo "layering: $crate depends on data-plane-testkit; it is for dev-dependencies only" >&2
         status=1

@@ -141,6 +141,8 @@ pub async fn run(
         .with_document_scope(args.document_id);
     sub_ctx.parent_call_id = Some(parent_call_id.clone());
     sub_ctx.deployment = ctx.deployment;
+    // A call of the sub-agent that needs approval asks the same person.
+    sub_ctx.approver = ctx.approver.clone();
     let allowed = registry
         .resolve_profile(PROFILE, ctx.deployment)
         .map_err(|e| {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
-    ToolContext, ToolError, ToolMeta,
+    ToolContext, ToolError, ToolMeta, ToolSetting,
 };
 use data_plane_web::extract::{Link, Metadata};
 use data_plane_web::fetch::{self, Kind};
@@ -52,6 +52,37 @@ pub const META: ToolMeta = ToolMeta {
 
 pub fn available(ctx: &ToolContext) -> bool {
     ctx.settings.fetch_web_page_enabled
+}
+
+/// Hosts a chat run may fetch from without asking (an admin's setting):
+/// `docs.python.org` that host, `*.postgresql.org` every host under it.
+/// Empty (the default): every fetch in a chat run asks, since the URL a
+/// model writes can carry what it read out to any server.
+pub const TRUSTED_HOSTS: ToolSetting<Vec<String>> =
+    ToolSetting::new("fetch_web_page_trusted_hosts");
+
+/// Asks a person before reaching a host outside [`TRUSTED_HOSTS`]. A URL
+/// that does not parse does not ask: the call refuses it.
+pub fn asks(args: &serde_json::Value, ctx: &ToolContext) -> Option<String> {
+    let url = url::Url::parse(args.get("url")?.as_str()?).ok()?;
+    let host = url.host_str()?.trim_end_matches('.').to_ascii_lowercase();
+    let trusted = ctx.settings.get(&TRUSTED_HOSTS);
+    if trusted.iter().any(|t| host_matches(t, &host)) {
+        return None;
+    }
+    Some(format!(
+        "fetch_web_page would reach {host}, which is not among the trusted hosts"
+    ))
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    let pattern = pattern.trim().trim_end_matches('.').to_ascii_lowercase();
+    match pattern.strip_prefix("*.") {
+        Some(parent) => host
+            .strip_suffix(parent)
+            .is_some_and(|rest| rest.ends_with('.') && rest.len() > 1),
+        None => host == pattern,
+    }
 }
 
 /// Characters returned when the call does not say (the definition's default).
@@ -206,3 +237,44 @@ fn tool_error(error: WebError) -> ToolError {
 }
 
 const NAME: &str = "fetch_web_page";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use data_plane_registry::{Permission, Settings};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn asks_for(url: &str, trusted: &[&str]) -> bool {
+        let settings = Settings::default().declare(&TRUSTED_HOSTS).with(
+            &TRUSTED_HOSTS,
+            trusted.iter().map(|t| t.to_string()).collect(),
+        );
+        let ctx = ToolContext::new(uuid::Uuid::nil(), None, Permission::User)
+            .with_settings(Arc::new(settings));
+        asks(&json!({ "url": url }), &ctx).is_some()
+    }
+
+    #[test]
+    fn a_fetch_asks_unless_its_host_is_trusted() {
+        let trusted = ["docs.python.org", "*.postgresql.org"];
+        for (url, expected) in [
+            ("https://docs.python.org/3/library/", false),
+            ("https://DOCS.python.org./3/", false),
+            ("https://www.postgresql.org/docs/", false),
+            ("https://a.b.postgresql.org/", false),
+            // The apex is not under the wildcard, nor a name that only ends alike.
+            ("https://postgresql.org/", true),
+            ("https://evilpostgresql.org/", true),
+            ("https://python.org/", true),
+            ("https://docs.python.org.evil.example/", true),
+            ("http://127.0.0.1:8080/?q=secret", true),
+            ("https://user@docs.python.org@evil.example/", true),
+        ] {
+            assert_eq!(asks_for(url, &trusted), expected, "{url}");
+        }
+        assert!(asks_for("https://docs.python.org/", &[]));
+        // The call itself refuses what does not parse.
+        assert!(!asks_for("not a url", &[]));
+    }
+}

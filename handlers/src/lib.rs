@@ -54,16 +54,19 @@ fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result
         .map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
 }
 
-/// Turns a handler module (`Args`, `META`, `available`, `run`) into a
-/// registry entry.
+/// Turns a handler module (`Args`, `META`, `available`, `run`, and `shape`
+/// or `asks` where named) into a registry entry.
 macro_rules! entry {
     ($deps:expr, $tool:ident) => {
-        entry!($deps, $tool, None)
+        entry!($deps, $tool, None, None)
     };
     ($deps:expr, $tool:ident, shape) => {
-        entry!($deps, $tool, Some($tool::shape))
+        entry!($deps, $tool, Some($tool::shape), None)
     };
-    ($deps:expr, $tool:ident, $shape:expr) => {{
+    ($deps:expr, $tool:ident, asks) => {
+        entry!($deps, $tool, None, Some($tool::asks))
+    };
+    ($deps:expr, $tool:ident, $shape:expr, $asks:expr) => {{
         struct Handler(Option<Arc<Deps>>);
 
         #[async_trait]
@@ -96,6 +99,7 @@ macro_rules! entry {
             meta: $tool::META,
             available: $tool::available,
             shape: $shape,
+            asks: $asks,
             handler: Arc::new(Handler($deps.cloned())),
             args_schema: serde_json::to_value(schemars::schema_for!($tool::Args))
                 .unwrap_or_default(),
@@ -109,7 +113,7 @@ pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
     vec![
         entry!(deps, analyze_document),
         entry!(deps, document_info),
-        entry!(deps, fetch_web_page),
+        entry!(deps, fetch_web_page, asks),
         entry!(deps, find_by_name),
         entry!(deps, folder_tree),
         entry!(deps, grep_documents),
@@ -125,7 +129,9 @@ pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
 /// The run-time settings at their defaults, with every tool's own settings
 /// declared, alphabetically by tool: what an admin may read and change.
 pub fn settings() -> Settings {
-    Settings::default().declare(&web_search::PROVIDER)
+    Settings::default()
+        .declare(&fetch_web_page::TRUSTED_HOSTS)
+        .declare(&web_search::PROVIDER)
 }
 
 /// The setting by which an admin chooses web_search's provider.

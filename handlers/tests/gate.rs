@@ -66,6 +66,7 @@ fn tool(name: &'static str, requires_gate: bool, runs: &Arc<Runs>) -> HandlerEnt
         },
         available: |_| true,
         shape: None,
+        asks: None,
         handler: Arc::new(Counted(runs.clone())),
         args_schema: json!({}),
     }

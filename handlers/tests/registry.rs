@@ -204,6 +204,7 @@ fn handler_with(
         meta,
         available: |_| true,
         shape: None,
+        asks: None,
         handler: Arc::new(Scripted(behaviour)),
         args_schema: json!({}),
     }

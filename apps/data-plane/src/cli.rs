@@ -239,7 +239,8 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
             global.limits.chat_max_concurrent,
             global.limits.chat_turns_per_minute,
         )
-        .with_extract_limits(global.extract_limits()?);
+        .with_extract_limits(global.extract_limits()?)
+        .with_runs(global.runs.runs_config()?);
     state.deployment.set_local_model(global.model.is_local());
     state.watch_embeddings();
     tracing::info!(

@@ -10,6 +10,7 @@ use data_plane_handlers::{Deps, ModelSettings, PgLedger};
 use data_plane_ingest::pipeline::Pipeline;
 use data_plane_modules::{Modules, ModulesConfig};
 use data_plane_registry::{Deployment, Gate, Registry, RegistryError, Settings, SettingsError};
+use data_plane_runs::{Runs, RunsConfig};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Db;
 use data_plane_web::fetch::Fetcher;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub deployment: Arc<DeploymentState>,
     /// Remote tool modules, their tools installed in `registry`.
     pub modules: Arc<Modules>,
+    /// Chat runs: this replica's, and the way to reach others'.
+    pub runs: Runs,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -121,6 +124,7 @@ impl AppState {
         let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
         Ok(AppState {
             modules,
+            runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,
             pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
             db,
@@ -176,6 +180,13 @@ impl AppState {
     /// starts with [`Modules::start`].
     pub fn with_modules(mut self, config: ModulesConfig) -> AppState {
         self.modules = Modules::new(config, self.registry.clone(), self.db.clone());
+        self
+    }
+
+    /// Runs chat turns under `config` (grace period, approval timeout,
+    /// limits).
+    pub fn with_runs(mut self, config: RunsConfig) -> AppState {
+        self.runs = Runs::start(self.db.clone(), config);
         self
     }
 

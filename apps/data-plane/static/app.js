@@ -1,12 +1,24 @@
 // The chat page: token, space picker, a streamed chat over POST /v1/chat and
 // the admin settings. Plain browser JavaScript, served as is by the server.
 //
+// Each turn is a run (docs/runs.md): the page keeps the conversation's run
+// ids in sessionStorage, so a reload replays them from the server and
+// reattaches to the one still running; a broken connection reattaches with
+// Last-Event-ID; Stop asks the server to stop the run; a call that needs
+// approval shows a card with Approve and Deny.
+//
 // Everything the model or a tool produced is put on the page with
 // textContent, never innerHTML, so no answer can inject markup or script.
 "use strict";
 
 const TOKEN_KEY = "data-plane.token";
 const SPACE_KEY = "data-plane.space";
+// This tab's conversation: its id and each turn's question and run id.
+const CHAT_KEY = "data-plane.chat";
+// Attempts to reattach to a run after the connection broke, and the first
+// pause between them (doubling).
+const REATTACH_TRIES = 6;
+const REATTACH_PAUSE_MS = 500;
 // Longest JSON shown in a card; the rest stays in the conversation.
 const SHOWN_CHARS = 20000;
 
@@ -16,9 +28,25 @@ const state = {
   token: localStorage.getItem(TOKEN_KEY) || "",
   // The conversation in OpenAI's format, sent whole with every turn.
   messages: [],
-  // The AbortController of the turn in flight, if any.
+  // The turn in flight, if any: { controller, turn, runId }.
   running: null,
+  // What sessionStorage keeps: { conversationId, space, turns: [{ text, runId }] }.
+  chat: loadChat(),
 };
+
+function loadChat() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(CHAT_KEY) || "null");
+    if (saved && Array.isArray(saved.turns)) return saved;
+  } catch (_) {
+    // A damaged entry: start afresh.
+  }
+  return { conversationId: null, space: "", turns: [] };
+}
+
+function saveChat() {
+  sessionStorage.setItem(CHAT_KEY, JSON.stringify(state.chat));
+}
 
 // ---- HTTP -----------------------------------------------------------------
 
@@ -229,7 +257,9 @@ async function loadSpaces() {
 // conversation: one assistant message per model step (its text and tool
 // calls), each followed by one tool message per call.
 class Turn {
-  constructor(container) {
+  constructor(container, runId) {
+    this.runId = runId || null;
+    this.approvals = new Map(); // call_id -> approval box
     this.bubble = el("div", "message assistant");
     this.bubble.setAttribute("aria-label", "Assistant");
     this.bubble.dataset.state = "streaming";
@@ -261,6 +291,8 @@ class Turn {
       case "subagent_tool_call": return this.subCall(data);
       case "subagent_tool_result": return this.subResult(data);
       case "subagent_end": return this.subEnd(data);
+      case "approval_request": return this.approvalRequest(data);
+      case "approval_result": return this.approvalResult(data);
       case "error": return this.fail(data.message || "the stream reported an error", data.code);
       case "done": return this.done(data);
       default: return undefined; // unknown kinds are for newer pages
@@ -431,6 +463,109 @@ class Turn {
     scrollToEnd();
   }
 
+  // The card of a call, top-level or inside a sub-agent's box.
+  cardOf(callId, parentId) {
+    if (parentId) {
+      const box = this.nested(parentId);
+      return box.cards.get(callId) || null;
+    }
+    return this.cards.get(callId) || null;
+  }
+
+  approvalRequest(data) {
+    let card = this.cardOf(data.call_id, data.parent_call_id);
+    if (!card && !data.parent_call_id) card = this.callStartedLate({ call_id: data.call_id, name: data.tool });
+    const host = card || this.nested(data.parent_call_id);
+    if (card) {
+      card.open = true;
+      card.dataset.state = "waiting";
+      const label = card.querySelector(":scope > summary .tool-state");
+      if (label) label.textContent = "waiting for approval";
+    }
+    const box = el("div", "approval");
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Approval for " + data.tool);
+    box.dataset.callId = data.call_id;
+    box.append(el("p", "approval-question", "Allow " + data.tool + " to run?"));
+    if (data.why) box.append(el("p", "approval-why", data.why));
+    const reasonId = "reason-" + data.call_id;
+    const reasonLabel = el("label", "approval-label", "Reason (told to the assistant if you deny)");
+    reasonLabel.htmlFor = reasonId;
+    const reason = el("input", "approval-reason");
+    reason.id = reasonId;
+    reason.type = "text";
+    reason.maxLength = 2000;
+    const rememberId = "remember-" + data.call_id;
+    const remember = el("input");
+    remember.type = "checkbox";
+    remember.id = rememberId;
+    const rememberLabel = el("label", "approval-label", "Allow " + data.tool + " for the rest of this conversation");
+    rememberLabel.htmlFor = rememberId;
+    const approve = el("button", "primary", "Approve");
+    approve.type = "button";
+    const deny = el("button", "deny", "Deny");
+    deny.type = "button";
+    const status = el("p", "approval-status");
+    status.setAttribute("role", "status");
+    const buttons = el("div", "row approval-buttons");
+    buttons.append(approve, deny);
+    const rememberRow = el("div", "switch");
+    rememberRow.append(remember, rememberLabel);
+    box.append(reasonLabel, reason, rememberRow, buttons, status);
+    box.controls = [approve, deny, reason, remember];
+    box.status = status;
+    const answer = (approved) => this.answerApproval(box, data.call_id, approved, reason.value, remember.checked);
+    approve.addEventListener("click", () => answer(true));
+    deny.addEventListener("click", () => answer(false));
+    const result = host.querySelector(":scope > .tool-result");
+    host.insertBefore(box, result);
+    this.approvals.set(data.call_id, box);
+    this.text = null;
+    approve.focus({ preventScroll: true });
+    scrollToEnd();
+  }
+
+  async answerApproval(box, callId, approved, reason, remember) {
+    if (!this.runId) return;
+    for (const c of box.controls) c.disabled = true;
+    box.status.textContent = approved ? "Approving…" : "Denying…";
+    const body = { approved, remember: approved && remember };
+    if (!approved && reason.trim()) body.reason = reason.trim();
+    try {
+      await api("POST", "/v1/runs/" + this.runId + "/approvals/" + encodeURIComponent(callId), body);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 409) {
+        box.status.textContent = error.message;
+        return;
+      }
+      box.status.textContent = describe(error);
+      for (const c of box.controls) c.disabled = false;
+    }
+  }
+
+  approvalResult(data) {
+    const box = this.approvals.get(data.call_id);
+    const card = this.cardOf(data.call_id, data.parent_call_id);
+    const words = {
+      approved: data.remember ? "Approved for this conversation." : "Approved.",
+      denied: "Denied" + (data.reason ? ": " + data.reason : "."),
+      expired: "Nobody answered in time; the call was not run.",
+    };
+    if (box) {
+      for (const c of box.controls) c.remove();
+      for (const l of box.querySelectorAll("label")) l.remove();
+      box.querySelector(".approval-buttons")?.remove();
+      box.querySelector(".switch")?.remove();
+      box.dataset.state = data.status;
+      box.status.textContent = words[data.status] || data.status;
+    }
+    if (card && card.dataset.state === "waiting") {
+      card.dataset.state = "running";
+      const label = card.querySelector(":scope > summary .tool-state");
+      if (label) label.textContent = data.approved ? "running" : "not approved";
+    }
+  }
+
   fail(message, code) {
     const box = el("div", "error-box", message + (code ? " (" + code + ")" : ""));
     box.setAttribute("role", "alert");
@@ -439,6 +574,7 @@ class Turn {
   }
 
   done(data) {
+    if (data && (data.reason === "stopped" || data.reason === "abandoned")) return this.stopped();
     const notes = {
       length: "The answer was cut at the model's length limit.",
       step_limit: "Stopped at the step limit before running the last tool calls.",
@@ -451,7 +587,7 @@ class Turn {
   stopped() {
     this.bubble.append(el("div", "note", "Stopped."));
     for (const card of this.cards.values()) {
-      if (card.dataset.state === "running" || card.dataset.state === "streaming") {
+      if (["running", "streaming", "waiting"].includes(card.dataset.state)) {
         this.setCardState(card, "stopped", "stopped");
       }
     }
@@ -491,56 +627,102 @@ function timing(result) {
   return typeof result.duration_ms === "number" ? " in " + result.duration_ms + " ms" : "";
 }
 
-// ---- sending -------------------------------------------------------------------
+// ---- sending, following and stopping runs -----------------------------------------
 
-function setRunning(controller) {
-  state.running = controller;
-  $("send").disabled = controller !== null;
-  $("stop").disabled = controller === null;
-  $("space-select").disabled = controller !== null;
-  $("new-chat").disabled = controller !== null;
+function setRunning(running) {
+  state.running = running;
+  const busy = running !== null;
+  $("send").disabled = busy;
+  $("stop").disabled = !busy;
+  $("space-select").disabled = busy;
+  $("new-chat").disabled = busy;
 }
 
-async function send(event) {
-  event.preventDefault();
-  if (state.running) return;
-  if (!state.token) return needToken();
-  const input = $("message");
-  const text = input.value.trim();
-  if (!text) return;
-  input.value = "";
-  const log = $("log");
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Reads one response's events into the turn; the id of the last event read.
+async function readEvents(response, turn, lastId) {
+  let last = lastId;
+  const parser = new SseParser((e) => {
+    let data = {};
+    try {
+      data = JSON.parse(e.data);
+    } catch (_) {
+      return;
+    }
+    const id = Number(e.id);
+    if (Number.isInteger(id)) {
+      if (id <= last) return; // seen before the connection broke
+      last = id;
+    }
+    const kind = data.type || e.event;
+    if (kind === "run") {
+      turn.runId = data.run_id;
+      if (data.conversation_id && !state.chat.conversationId) {
+        state.chat.conversationId = data.conversation_id;
+        saveChat();
+      }
+    }
+    turn.handle(kind, data);
+    scrollToEnd();
+  });
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    parser.push(value);
+  }
+  parser.push("\n\n"); // a last event the server did not terminate
+  return last;
+}
+
+// Follows a run to its end: this response first, then, whenever the
+// connection breaks before the run's last event, the run again from the
+// last event seen (the server replays what was missed).
+async function follow(turn, first, signal) {
+  let last = 0;
+  let response = first;
+  let tries = 0;
+  for (;;) {
+    try {
+      if (!response) {
+        const headers = { Authorization: "Bearer " + state.token, "Last-Event-ID": String(last) };
+        response = await fetch("/v1/runs/" + turn.runId + "/events", { headers, signal });
+        if (!response.ok) throw await readError(response);
+      }
+      last = await readEvents(response, turn, last);
+      tries = 0;
+      if (turn.ended) return;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (error instanceof ApiError) throw error;
+      if (!turn.runId || tries >= REATTACH_TRIES) throw error;
+    }
+    response = null;
+    if (tries >= REATTACH_TRIES) {
+      turn.fail("the stream broke off and the run could not be reached again", "incomplete");
+      return;
+    }
+    setStatus("chat-status", "The connection broke; reattaching…", "info");
+    await pause(REATTACH_PAUSE_MS * 2 ** tries);
+    tries += 1;
+  }
+}
+
+function addQuestion(text) {
   const user = el("div", "message user", text);
   user.setAttribute("aria-label", "You");
-  log.append(user);
-  state.messages.push({ role: "user", content: text });
+  $("log").append(user);
+}
 
-  const turn = new Turn(log);
-  log.scrollTop = log.scrollHeight;
+// Runs `turn` to its end (from `response`, or the run's start), keeps the
+// messages it adds, and frees the composer.
+async function runTurn(turn, response) {
   const controller = new AbortController();
-  setRunning(controller);
+  setRunning({ controller, turn });
   setStatus("chat-status", "Answering…", "info");
-  const space = $("space-select").value;
   try {
-    const response = await api("POST", "/v1/chat", { messages: state.messages, spaceId: space || null }, controller.signal);
-    const parser = new SseParser((e) => {
-      let data = {};
-      try {
-        data = JSON.parse(e.data);
-      } catch (_) {
-        return;
-      }
-      turn.handle(data.type || e.event, data);
-      scrollToEnd();
-    });
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      parser.push(value);
-    }
-    parser.push("\n\n"); // a last event the server did not terminate
-    if (!turn.ended) turn.fail("the stream ended without a done event", "incomplete");
+    await follow(turn, response, controller.signal);
     setStatus("chat-status", "");
   } catch (error) {
     if (controller.signal.aborted) {
@@ -556,20 +738,93 @@ async function send(event) {
   } finally {
     state.messages.push(...turn.messages());
     setRunning(null);
-    input.focus();
   }
 }
 
-function stop() {
-  if (state.running) state.running.abort();
+async function send(event) {
+  event.preventDefault();
+  if (state.running) return;
+  if (!state.token) return needToken();
+  const input = $("message");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  addQuestion(text);
+  state.messages.push({ role: "user", content: text });
+  const log = $("log");
+  const turn = new Turn(log);
+  log.scrollTop = log.scrollHeight;
+  const space = $("space-select").value;
+  const options = {};
+  if (state.chat.conversationId) options.conversationId = state.chat.conversationId;
+  let response = null;
+  try {
+    response = await api("POST", "/v1/chat", { messages: state.messages, spaceId: space || null, options });
+  } catch (error) {
+    turn.fail(error instanceof ApiError ? error.message : describe(error), error.code);
+    if (error instanceof ApiError && error.status === 401) handleAuthError(error, "chat-status");
+    state.messages.pop();
+    input.focus();
+    return;
+  }
+  turn.runId = response.headers.get("x-run-id");
+  state.chat.space = space;
+  state.chat.turns.push({ text, runId: turn.runId });
+  saveChat();
+  await runTurn(turn, response);
+  input.focus();
+}
+
+// Asks the server to stop the run; its stream then ends with `done`
+// reason `stopped`. If the server cannot be told, the page stops reading.
+async function stop() {
+  const running = state.running;
+  if (!running) return;
+  $("stop").disabled = true;
+  setStatus("chat-status", "Stopping…", "info");
+  if (!running.turn.runId) return running.controller.abort();
+  try {
+    await api("POST", "/v1/runs/" + running.turn.runId + "/stop");
+  } catch (_) {
+    running.controller.abort();
+  }
 }
 
 function newChat() {
   if (state.running) return;
   state.messages = [];
+  state.chat = { conversationId: null, space: $("space-select").value, turns: [] };
+  saveChat();
   $("log").replaceChildren();
   setStatus("chat-status", "");
   $("message").focus();
+}
+
+// After a reload: the conversation's runs replayed from the server, the
+// last one followed live if it still runs.
+async function restoreChat() {
+  const turns = state.chat.turns;
+  if (turns.length === 0 || !state.token) return;
+  setStatus("chat-status", "Restoring the conversation…", "info");
+  const log = $("log");
+  for (let i = 0; i < turns.length; i++) {
+    const { text, runId } = turns[i];
+    addQuestion(text);
+    state.messages.push({ role: "user", content: text });
+    const turn = new Turn(log, runId);
+    if (i === turns.length - 1) {
+      log.scrollTop = log.scrollHeight;
+      await runTurn(turn, null);
+      continue;
+    }
+    try {
+      await follow(turn, null, new AbortController().signal);
+    } catch (error) {
+      turn.fail(describe(error));
+    }
+    state.messages.push(...turn.messages());
+  }
+  log.scrollTop = log.scrollHeight;
 }
 
 // ---- admin ------------------------------------------------------------------
@@ -645,8 +900,12 @@ function start() {
   $("space-select").addEventListener("change", (e) => localStorage.setItem(SPACE_KEY, e.target.value));
   $("settings-form").addEventListener("change", changeSetting);
   $("settings-form").addEventListener("submit", (e) => e.preventDefault());
-  if (state.token) show("chat");
-  else needToken();
+  if (state.token) {
+    show("chat");
+    restoreChat();
+  } else {
+    needToken();
+  }
 }
 
 start();

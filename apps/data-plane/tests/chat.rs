@@ -120,9 +120,12 @@ async fn post_chat(base: &str, token: &str, body: &Value) -> reqwest::Response {
         .unwrap()
 }
 
-/// Every event of a stream: (id, type, body), read with a real SSE parser.
+/// Every event of a stream after its `run` event: (id, type, body), read
+/// with a real SSE parser. The `run` event comes first, id 1, naming the
+/// run of the `x-run-id` header.
 async fn events_of(r: reqwest::Response) -> Vec<(String, String, Value)> {
     assert_eq!(r.status(), StatusCode::OK);
+    let run_id = r.headers()["x-run-id"].to_str().unwrap().to_string();
     assert!(
         r.headers()["content-type"]
             .to_str()
@@ -143,6 +146,10 @@ async fn events_of(r: reqwest::Response) -> Vec<(String, String, Value)> {
     tokio::time::timeout(Duration::from_secs(20), read)
         .await
         .expect("the stream ended");
+    let (id, kind, run) = seen.remove(0);
+    assert_eq!((id.as_str(), kind.as_str()), ("1", "run"));
+    assert_eq!(run["run_id"], run_id.as_str());
+    assert!(run["conversation_id"].is_string());
     seen
 }
 
@@ -194,9 +201,9 @@ async fn text_streams_as_deltas_then_done() {
     assert_eq!(
         redacted(&events),
         [
-            json!({"id": "1", "data": {"type": "text_delta", "text": "Hello"}}),
-            json!({"id": "2", "data": {"type": "text_delta", "text": ", Alice"}}),
-            json!({"id": "3", "data": {"type": "done", "reason": "stop", "steps": 1,
+            json!({"id": "2", "data": {"type": "text_delta", "text": "Hello"}}),
+            json!({"id": "3", "data": {"type": "text_delta", "text": ", Alice"}}),
+            json!({"id": "4", "data": {"type": "done", "reason": "stop", "steps": 1,
                 "usage": {"prompt_tokens": 20, "completion_tokens": 2}}}),
         ]
     );
@@ -243,12 +250,12 @@ async fn a_real_tool_runs_and_its_result_goes_back_to_the_model() {
         json!({"id": id, "data": {"type": "tool_call", "call_id": "call_model_1", "index": 0,
             "name": "read_document", "arguments_delta": text, "partial": true}})
     };
-    assert_eq!(got[0], fragment("1", fragments[0]));
-    assert_eq!(got[1], fragment("2", fragments[1]));
-    assert_eq!(got[2], fragment("3", fragments[2]));
+    assert_eq!(got[0], fragment("2", fragments[0]));
+    assert_eq!(got[1], fragment("3", fragments[1]));
+    assert_eq!(got[2], fragment("4", fragments[2]));
     assert_eq!(
         got[3],
-        json!({"id": "4", "data": {"type": "tool_call", "call_id": "call_model_1",
+        json!({"id": "5", "data": {"type": "tool_call", "call_id": "call_model_1",
             "name": "read_document", "partial": false,
             "arguments": {"document_id": doc, "max_length": 20}}})
     );
@@ -568,7 +575,7 @@ async fn bad_requests_answer_json_errors() {
 }
 
 #[tokio::test]
-async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
+async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool_after_the_grace_period() {
     let w = world().await;
     let model = FakeModel::start().await;
     let doc = w.doc.to_string();
@@ -594,13 +601,19 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
     }]));
     let mut config = AgentConfig::new(model.base_url(), "test-model");
     config.idle_timeout = Duration::from_secs(30);
-    let base = common::serve(w.state.clone().with_agent(config).unwrap()).await;
+    let grace = Duration::from_millis(600);
+    let runs = data_plane_runs::RunsConfig {
+        grace,
+        ..Default::default()
+    };
+    let base = common::serve(w.state.clone().with_runs(runs).with_agent(config).unwrap()).await;
     let r = post_chat(
         &base,
         &w.alice(),
         &json!({ "messages": [user("describe the guide")] }),
     )
     .await;
+    let run_id = r.headers()["x-run-id"].to_str().unwrap().to_string();
     let mut stream = eventsource_stream::EventStream::new(r.bytes_stream());
     loop {
         let event = stream.next().await.unwrap().unwrap();
@@ -609,11 +622,38 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool() {
         }
     }
     drop(stream);
+    let gone = std::time::Instant::now();
 
     assert!(
         model.wait_dropped(1, Duration::from_secs(5)).await,
         "the model's connection was closed"
     );
+    assert!(
+        gone.elapsed() >= grace,
+        "the run went on for its grace period first"
+    );
+    let ended = async {
+        loop {
+            let (status, run) = json_of(
+                reqwest::Client::new()
+                    .get(format!("{base}/v1/runs/{run_id}"))
+                    .bearer_auth(w.alice())
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK);
+            if run["status"] != "running" {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let run = tokio::time::timeout(Duration::from_secs(5), ended)
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "abandoned", "{run}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         model.requests().len(),
@@ -653,11 +693,45 @@ async fn a_client_that_reads_nothing_holds_up_no_other_stream() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let kinds: Vec<&str> = events.iter().map(|(_, k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["text_delta", "done"]);
-    // The unread stream is held back, not buffered without bound: its model
-    // answer is still being written.
-    assert_eq!(model.dropped(), 0);
+    // The unread stream's run goes on without its reader; what it sends is
+    // recorded (memory holds a bounded ring), and can be read later, whole.
+    let run_id = stuck.headers()["x-run-id"].to_str().unwrap().to_string();
+    let client = reqwest::Client::new();
+    let finished = async {
+        loop {
+            let (_, run) = json_of(
+                client
+                    .get(format!("{base}/v1/runs/{run_id}"))
+                    .bearer_auth(w.alice())
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            if run["status"] == "done" {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let run = tokio::time::timeout(Duration::from_secs(30), finished)
+        .await
+        .expect("the unread run finished");
+    assert_eq!(run["last_event_id"], 5002, "run, 5000 deltas, done");
+    let replay = client
+        .get(format!("{base}/v1/runs/{run_id}/events"))
+        .bearer_auth(w.alice())
+        .header("last-event-id", "4990")
+        .send()
+        .await
+        .unwrap();
+    let mut stream = eventsource_stream::EventStream::new(replay.bytes_stream());
+    let mut ids = Vec::new();
+    while let Some(event) = stream.next().await {
+        ids.push(event.unwrap().id.parse::<i64>().unwrap());
+    }
+    assert_eq!(ids, (4991..=5002).collect::<Vec<_>>());
     drop(stuck);
-    assert!(model.wait_dropped(1, Duration::from_secs(5)).await);
 }
 
 #[tokio::test]

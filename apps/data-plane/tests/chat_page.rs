@@ -34,6 +34,15 @@ const SLOW_TEXT: &str = "Thinking slowly";
 const NESTED_QUESTION: &str = "Analyse the vacuum page.";
 const NESTED_TEXT: &str = "The page says VACUUM reclaims storage.";
 const NESTED_ANSWER: &str = "The analysis is in.";
+/// A private address: fetch_web_page asks first (no host is trusted), and
+/// once approved the SSRF guard refuses it without connecting.
+const FETCH_URL: &str = "http://10.9.8.7/notes";
+const DENIED_ANSWER: &str = "I was not allowed to fetch it.";
+const APPROVED_ANSWER: &str = "The address is not public.";
+const RELOAD_START: &str = "The first half, ";
+const RELOAD_END: &str = "then the second half.";
+const LAST_QUESTION: &str = "Still there?";
+const LAST_ANSWER: &str = "Still here.";
 
 struct World {
     _test: TestDatabase,
@@ -191,10 +200,12 @@ fn browser() -> Browser {
     }
 }
 
-/// The model's side of the four turns the browser has: a search, then an
-/// answer in two parts with a pause between; a reply that never ends (for
-/// Stop); an upstream failure; analyze_document, whose sub-agent (the same
-/// model) reads the document and answers, then the final answer.
+/// The model's side of the turns the browser has: a search, then an answer
+/// in two parts with a pause between; a reply that never ends (for Stop);
+/// an upstream failure; analyze_document, whose sub-agent (the same model)
+/// reads the document and answers, then the final answer; two fetches that
+/// ask for approval (denied, approved), each followed by an answer; an
+/// answer with a long pause (the page is reloaded in it); a last answer.
 fn script(model: &FakeModel, document: Uuid) {
     model.push(tool_calls_reply(&[ScriptedCall {
         id: "call_search_1",
@@ -245,6 +256,40 @@ fn script(model: &FakeModel, document: Uuid) {
         Piece::Chunk(chunk(json!({}), Some("stop"))),
         Piece::Done,
     ]));
+    let fetch = json!({ "url": FETCH_URL }).to_string();
+    for (id, answer) in [
+        ("call_fetch_1", DENIED_ANSWER),
+        ("call_fetch_2", APPROVED_ANSWER),
+    ] {
+        model.push(tool_calls_reply(&[ScriptedCall {
+            id,
+            name: "fetch_web_page",
+            fragments: &[&fetch],
+        }]));
+        model.push(text(&[answer], Duration::ZERO));
+    }
+    model.push(text(
+        &[RELOAD_START, RELOAD_END],
+        Duration::from_millis(2500),
+    ));
+    model.push(text(&[LAST_ANSWER], Duration::ZERO));
+}
+
+/// A streamed answer in `parts`, `pause` before each part after the first.
+fn text(parts: &[&str], pause: Duration) -> Reply {
+    let mut pieces = vec![Piece::Chunk(chunk(
+        json!({ "role": "assistant", "content": "" }),
+        None,
+    ))];
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            pieces.push(Piece::Pause(pause));
+        }
+        pieces.push(Piece::Chunk(chunk(json!({ "content": part }), None)));
+    }
+    pieces.push(Piece::Chunk(chunk(json!({}), Some("stop"))));
+    pieces.push(Piece::Done);
+    Reply::Stream(pieces)
 }
 
 fn roles(messages: &Value) -> Vec<String> {
@@ -304,6 +349,12 @@ async fn the_chat_page_works_in_headless_chromium() {
         .env("NESTED_QUESTION", NESTED_QUESTION)
         .env("NESTED_TEXT", NESTED_TEXT)
         .env("NESTED_ANSWER", NESTED_ANSWER)
+        .env("FETCH_URL", FETCH_URL)
+        .env("DENIED_ANSWER", DENIED_ANSWER)
+        .env("APPROVED_ANSWER", APPROVED_ANSWER)
+        .env("RELOAD_START", RELOAD_START)
+        .env("RELOAD_END", RELOAD_END)
+        .env("LAST_QUESTION", LAST_QUESTION)
         .env("SHOT_DIR", &shots)
         .env("CHROMIUM", &browser.chromium)
         .kill_on_drop(true);
@@ -316,11 +367,12 @@ async fn the_chat_page_works_in_headless_chromium() {
         "the browser test failed ({status}); its output is above"
     );
 
-    // Stop closed the stream, and the server hung up on the model in turn.
+    // Stop stopped the run, and the server hung up on the model in turn.
     assert!(
         model.wait_dropped(1, Duration::from_secs(5)).await,
         "the model's reply was not cut short after Stop"
     );
+    assert_eq!(model.dropped(), 1, "the reload cut no model reply short");
     let requests = model.requests();
     assert!(
         requests.len() >= 4,
@@ -370,7 +422,7 @@ async fn the_chat_page_works_in_headless_chromium() {
     assert_eq!(last["content"], "And once more?", "{third:#}");
     // The sub-agent was offered only its read-only tools, and its read was
     // pinned to the document.
-    assert_eq!(requests.len(), 8, "{requests:#?}");
+    assert_eq!(requests.len(), 14, "{requests:#?}");
     let offered: Vec<&str> = requests[5]["tools"]
         .as_array()
         .unwrap()
@@ -380,6 +432,54 @@ async fn the_chat_page_works_in_headless_chromium() {
     assert!(
         !offered.contains(&"analyze_document") && offered.contains(&"read_document"),
         "the sub-agent was offered {offered:?}"
+    );
+
+    // The denial reached the model as the call's result; the approved call
+    // ran (and the SSRF guard refused the private address).
+    let after_denial = requests[9]["messages"].to_string();
+    assert!(
+        after_denial.contains("fetch_web_page was not approved: the user denied it: not that host"),
+        "{after_denial}"
+    );
+    let after_approval = requests[11]["messages"].to_string();
+    assert!(
+        after_approval.contains("public internet addresses"),
+        "{after_approval}"
+    );
+    // After the reload the page sent the whole conversation again: every
+    // question once, in order, the reloaded answer whole.
+    let last = &requests[13]["messages"];
+    let questions: Vec<&str> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        questions,
+        [
+            "Which sources are in this space?",
+            "Now think slowly.",
+            "And once more?",
+            NESTED_QUESTION,
+            "Fetch the notes page.",
+            "Fetch it anyway.",
+            "Answer slowly.",
+            LAST_QUESTION,
+        ]
+    );
+    let answers: Vec<&Value> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .any(|m| m["content"] == format!("{RELOAD_START}{RELOAD_END}")),
+        "{last:#}"
     );
 
     // The switch the browser flipped is stored: web_search is offered now.
@@ -400,7 +500,14 @@ async fn the_chat_page_works_in_headless_chromium() {
         "{tools:#}"
     );
 
-    for shot in ["chat.png", "nested.png", "narrow.png", "admin.png"] {
+    for shot in [
+        "chat.png",
+        "nested.png",
+        "approval.png",
+        "reloaded.png",
+        "narrow.png",
+        "admin.png",
+    ] {
         let bytes = std::fs::read(shots.join(shot)).unwrap();
         assert!(
             bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,

@@ -143,7 +143,9 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
     let bobs = post_chat(&base, &w.token(w.bob, Permission::User)).await;
     assert_eq!(bobs.status(), StatusCode::OK);
 
-    // Closing a stream ends its run and frees its place: alice's third turn.
+    // Stopping a run frees its place: alice's third turn. (Closing its
+    // stream would too, after the grace period.)
+    stop(&base, &alice, &first).await;
     drop(first);
     assert!(model.wait_dropped(1, Duration::from_secs(5)).await);
     // The run's task ends just after its model connection closes; refused
@@ -157,6 +159,9 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
         third = post_chat(&base, &alice).await;
     }
     assert_eq!(third.status(), StatusCode::OK);
+    stop(&base, &alice, &second).await;
+    stop(&base, &alice, &third).await;
+    stop(&base, &w.token(w.bob, Permission::User), &bobs).await;
     drop((second, third, bobs));
     assert!(model.wait_dropped(4, Duration::from_secs(5)).await);
 
@@ -350,4 +355,16 @@ async fn an_admin_setting_overrides_a_tools_rate_limit() {
         put(json!({ "tool_rate_limits": { "find_by_name": { "daily_limit": null } } })).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(call(w.alice).await["success"], true);
+}
+
+/// Stops the run whose stream `r` is, as its user.
+async fn stop(base: &str, token: &str, r: &reqwest::Response) {
+    let run_id = r.headers()["x-run-id"].to_str().unwrap();
+    let stopped = reqwest::Client::new()
+        .post(format!("{base}/v1/runs/{run_id}/stop"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status(), StatusCode::OK);
 }

@@ -477,7 +477,9 @@ async fn admins_switch_web_search_for_every_replica() {
             "web_search_enabled": false,
             "fetch_web_page_enabled": true,
             "web_search_provider": "searxng",
-            "tool_rate_limits": {}
+            "tool_rate_limits": {},
+            "approvals": {"tools": [], "categories": [], "annotations": []},
+            "fetch_web_page_trusted_hosts": []
         })
     );
 
@@ -554,9 +556,20 @@ async fn admins_switch_web_search_for_every_replica() {
             "web_search_enabled": false,
             "fetch_web_page_enabled": false,
             "web_search_provider": "searxng",
-            "tool_rate_limits": {}
+            "tool_rate_limits": {},
+            "approvals": {"tools": [], "categories": [], "annotations": []},
+            "fetch_web_page_trusted_hosts": []
         })
     );
+    // Approval rules are checked like every setting: a wrong shape is named.
+    let (status, body) = put(json!({ "approvals": {"categories": ["weather"]} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"approvals\""), "{message}");
+    let (status, body) =
+        put(json!({ "approvals": {"annotations": ["open_world"], "tools": ["crm.*"]} })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["approvals"]["annotations"], json!(["open_world"]));
 }
 
 /// Fake SearXNG (`GET /search`) and Brave (`GET /res/v1/web/search`) APIs
@@ -867,7 +880,8 @@ async fn health_metrics_and_the_openapi_document() {
             .replace("{name}", "document_info")
             .replace("{space_id}", &Uuid::new_v4().to_string())
             .replace("{source_id}", &Uuid::new_v4().to_string())
-            .replace("{document_id}", &Uuid::new_v4().to_string());
+            .replace("{document_id}", &Uuid::new_v4().to_string())
+            .replace("{run_id}", &Uuid::new_v4().to_string());
         for method in doc["paths"][path.as_str()].as_object().unwrap().keys() {
             if method == "parameters" {
                 continue;

@@ -50,6 +50,10 @@ pub struct ChatRequest {
     /// What the system prompt says about this run (space, date); `None`:
     /// every readable space, today.
     pub facts: Option<PromptFacts>,
+    /// How many calls wait for a person's approval: while above 0 the
+    /// deadline's clock stands still (a person reading a card is not the
+    /// run taking long).
+    pub waiting: Option<tokio::sync::watch::Receiver<usize>>,
 }
 
 /// Why a run ended with an answer.
@@ -162,6 +166,32 @@ impl Progress {
     }
 }
 
+/// Resolves once `limit` has passed, not counting the time spent while
+/// `waiting` is above 0.
+async fn deadline_passes(limit: Duration, waiting: Option<tokio::sync::watch::Receiver<usize>>) {
+    let Some(mut waiting) = waiting else {
+        return tokio::time::sleep(limit).await;
+    };
+    let mut end = tokio::time::Instant::now() + limit;
+    loop {
+        if *waiting.borrow_and_update() > 0 {
+            let paused = tokio::time::Instant::now();
+            // The sender gone: nobody waits any more.
+            let _ = waiting.wait_for(|n| *n == 0).await;
+            end += paused.elapsed();
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(end) => return,
+            changed = waiting.changed() => {
+                if changed.is_err() {
+                    return tokio::time::sleep_until(end).await;
+                }
+            }
+        }
+    }
+}
+
 fn lock(progress: &Mutex<Progress>) -> std::sync::MutexGuard<'_, Progress> {
     progress.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -211,9 +241,10 @@ impl Agent {
             (Some(configured), Some(asked)) => Some(asked.min(configured)),
             (configured, asked) => configured.or(asked),
         };
+        let waiting = request.waiting.clone();
         let expired = async move {
             match deadline {
-                Some(limit) => tokio::time::sleep(limit).await,
+                Some(limit) => deadline_passes(limit, waiting).await,
                 None => std::future::pending().await,
             }
         };

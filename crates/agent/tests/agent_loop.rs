@@ -131,6 +131,7 @@ fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
             },
             available: |_| true,
             shape: None,
+            asks: None,
             handler: Arc::new(TestTool {
                 name,
                 journal: journal.clone(),

@@ -113,6 +113,7 @@ fn entry(name: &'static str, handler: Arc<dyn ToolHandler>) -> HandlerEntry {
         },
         available: |_| true,
         shape: None,
+        asks: None,
         handler,
         args_schema: json!({}),
     }

@@ -440,6 +440,7 @@ fn registry() -> Arc<Registry> {
             },
             available: if available { |_| true } else { |_| false },
             shape: None,
+            asks: None,
             handler: Arc::new(Echo(name)),
             args_schema: json!({}),
         })

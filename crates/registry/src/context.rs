@@ -4,10 +4,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use uuid::Uuid;
 
-use crate::{Permission, RateLimits, Settings, ToolMode};
+use crate::{Approver, Permission, RateLimits, Settings, ToolMode};
 
 /// Who calls, where, and under which settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     pub user_id: Uuid,
     /// `None`: across every space the user may read.
@@ -43,6 +43,25 @@ pub struct ToolContext {
     /// the `document_id` argument to it (refusing another) and refuses tools
     /// that take none (analyze_document's sub-agent).
     pub document_scope: Option<Uuid>,
+    /// Who answers calls that need a person's approval (a chat run);
+    /// `None`: nobody can (see [`crate::approval`]).
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("user_id", &self.user_id)
+            .field("space_id", &self.space_id)
+            .field("request_id", &self.request_id)
+            .field("permission", &self.permission)
+            .field("call_id", &self.call_id)
+            .field("parent_call_id", &self.parent_call_id)
+            .field("agent", &self.agent)
+            .field("document_scope", &self.document_scope)
+            .field("approver", &self.approver.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ToolContext {
@@ -63,6 +82,7 @@ impl ToolContext {
             tool_mode: ToolMode::Native,
             side_effects: SideEffects::default(),
             document_scope: None,
+            approver: None,
         }
     }
 

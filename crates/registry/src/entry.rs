@@ -291,6 +291,10 @@ pub trait ToolHandler: Send + Sync {
     ) -> Result<Value, ToolError>;
 }
 
+/// A tool's own judgement of one call: `Some(why)` when a person should
+/// approve it first.
+pub type AsksFn = fn(&Value, &ToolContext) -> Option<String>;
+
 /// A handler as the handlers crate lists it.
 #[derive(Clone)]
 pub struct HandlerEntry {
@@ -302,6 +306,9 @@ pub struct HandlerEntry {
     /// Adjusts the tool's definition to what a context can do (search
     /// without embeddings offers only keyword mode); `None`: as written.
     pub shape: Option<fn(&mut Value, &ToolContext)>,
+    /// Whether a call with these (validated) arguments asks a person first
+    /// in a chat run, and why; `None`: the tool never asks by itself.
+    pub asks: Option<AsksFn>,
     pub handler: Arc<dyn ToolHandler>,
     /// JSON Schema of the handler's argument type, compared with the
     /// definition by a test.

@@ -8,7 +8,7 @@
 //! Nothing here touches the network or the database: rate limits, the audit
 //! log and settings come in through the [`Ledger`] trait.
 
-mod approval;
+pub mod approval;
 mod callbacks;
 mod context;
 mod discovery;
@@ -23,7 +23,7 @@ mod settings;
 pub mod suggest;
 mod tag;
 
-pub use approval::{Approval, Approver};
+pub use approval::{Approval, ApprovalRequest, ApprovalRules, Approver};
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
 pub use context::{Deployment, SideEffects, ToolContext};
 pub use discovery::OfferedTool;

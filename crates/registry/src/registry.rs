@@ -10,11 +10,11 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Value, json};
 
-use crate::approval::{Approval, Approver};
+use crate::approval::{Approval, ApprovalRequest, Approver};
 use crate::discovery::{
     self, DESCRIBE_TOOL, EXECUTE_TOOL, META_ANNOTATIONS, OfferedTool, SEARCH_TOOLS,
 };
-use crate::entry::{DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
+use crate::entry::{AsksFn, DefinitionFile, HandlerEntry, ToolHandler, ToolMeta};
 use crate::gate::{GATE_TIMEOUT, Gate, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, Ledger, LedgerError};
 use crate::profile::{self, AgentProfile};
@@ -45,6 +45,8 @@ pub struct ToolEntry {
     /// Adjusts the definition to what a context can do (see
     /// `HandlerEntry::shape`).
     pub shape: Option<fn(&mut Value, &ToolContext)>,
+    /// The tool's own rule for asking a person (see `HandlerEntry::asks`).
+    pub asks: Option<AsksFn>,
     pub args_schema: Value,
     /// The tool's one-line form for models without function calling,
     /// checked and compiled at start-up.
@@ -367,6 +369,7 @@ impl Registry {
                 annotations,
                 available: h.available,
                 shape: h.shape,
+                asks: h.asks,
                 args_schema: h.args_schema,
                 tag,
                 handler: h.handler,
@@ -963,31 +966,72 @@ impl Registry {
                 }
             }
         }
+        // Why a person must approve the call first: what refuses it when
+        // nobody can answer (annotations, the gate), then what only asks
+        // where someone can (an admin's rules, the tool itself).
+        // (why, for the person; the refusal when nobody can answer)
+        let mut must_ask: Option<(String, String)> = None;
+        let nobody =
+            format!("{name} needs a person's approval before it runs, and nobody can give it here");
         if let Some((verdict, refusal)) = self.consult_gate(entry, &args, ctx).await {
             *gate = Some(verdict);
-            refusal?;
-        }
-        if entry.annotations.requires_confirmation {
-            match &self.approver {
-                None => {
-                    return Err(ToolError::new(
-                        ErrorCode::ApprovalRequired,
-                        format!(
-                            "{name} needs a person's approval before it runs, and nobody can give it here"
-                        ),
+            match refusal {
+                Ok(()) => {}
+                Err(GateRefusal::Ask(reason)) => {
+                    must_ask = Some((
+                        format!("the gate asks: {reason}"),
+                        format!("{nobody}: {reason}"),
                     ));
                 }
-                Some(approver) => match approver.approve(entry, &args, ctx).await {
-                    Approval::Approved => {}
-                    Approval::Denied { reason } => {
-                        return Err(ToolError::new(
-                            ErrorCode::ApprovalRequired,
-                            format!("{name} was not approved: {reason}"),
-                        ));
-                    }
-                },
+                Err(GateRefusal::Refused(e)) => return Err(e),
             }
         }
+        if must_ask.is_none() && entry.annotations.requires_confirmation {
+            must_ask = Some((
+                format!("{name} is marked as requiring confirmation"),
+                nobody,
+            ));
+        }
+        let approver = ctx.approver.as_ref().or(self.approver.as_ref());
+        let Some(approver) = approver else {
+            if let Some((_, refusal)) = must_ask {
+                return Err(ToolError::new(ErrorCode::ApprovalRequired, refusal));
+            }
+            return self.call_handler(entry, args, ctx, callbacks).await;
+        };
+        let why = must_ask
+            .map(|(why, _)| why)
+            .or_else(|| ctx.settings.approvals.why(entry))
+            .or_else(|| entry.asks.and_then(|asks| asks(&args, ctx)));
+        if let Some(why) = why {
+            let request = ApprovalRequest {
+                entry,
+                args: &args,
+                ctx,
+                why: &why,
+            };
+            match approver.approve(request).await {
+                Approval::Approved => {}
+                Approval::Denied { reason } => {
+                    return Err(ToolError::new(
+                        ErrorCode::ApprovalRequired,
+                        format!("{name} was not approved: {reason}"),
+                    ));
+                }
+            }
+        }
+        self.call_handler(entry, args, ctx, callbacks).await
+    }
+
+    /// The handler, under the tool's timeout, a panic caught.
+    async fn call_handler(
+        &self,
+        entry: &ToolEntry,
+        args: Value,
+        ctx: &ToolContext,
+        callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        let name = entry.name.as_str();
         let call = AssertUnwindSafe(entry.handler.call(args, ctx, callbacks)).catch_unwind();
         match tokio::time::timeout(entry.meta.timeout, call).await {
             Err(_) => Err(ToolError::new(
@@ -1015,7 +1059,7 @@ impl Registry {
         entry: &ToolEntry,
         args: &Value,
         ctx: &ToolContext,
-    ) -> Option<(GateVerdict, Result<(), ToolError>)> {
+    ) -> Option<(GateVerdict, Result<(), GateRefusal>)> {
         let gate = self.gate.as_ref().filter(|_| entry.meta.requires_gate)?;
         let name = entry.name.as_str();
         let call = GateCall { entry, args, ctx };
@@ -1053,21 +1097,25 @@ impl Registry {
                 let message = format!("{name} was blocked by the eval gate: {reason}");
                 (
                     GateVerdict::Deny,
-                    Err(ToolError::new(ErrorCode::Blocked, message)),
+                    Err(GateRefusal::Refused(ToolError::new(
+                        ErrorCode::Blocked,
+                        message,
+                    ))),
                 )
             }
             GateDecision::Ask { reason } => {
                 tracing::info!(tool = name, call_id, gate = "ask", %reason, "the eval gate wants a person's approval");
-                let message = format!(
-                    "{name} needs a person's approval before it runs, and nobody can give it here: {reason}"
-                );
-                (
-                    GateVerdict::Ask,
-                    Err(ToolError::new(ErrorCode::ApprovalRequired, message)),
-                )
+                (GateVerdict::Ask, Err(GateRefusal::Ask(reason)))
             }
         })
     }
+}
+
+/// Why the gate step did not let a call through.
+enum GateRefusal {
+    /// A person must approve it first; the gate's reason.
+    Ask(String),
+    Refused(ToolError),
 }
 
 /// The names of the discovery meta-tools; no tool may take them.

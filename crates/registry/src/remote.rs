@@ -143,6 +143,7 @@ impl ToolEntry {
             annotations,
             available: always,
             shape: None,
+            asks: None,
             args_schema: parameters,
             tag: None,
             handler,

@@ -10,7 +10,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::RateLimitOverride;
+use crate::{ApprovalRules, RateLimitOverride};
 
 /// Settings an admin changes at run time (stored in PostgreSQL, read per
 /// request so every replica sees a change on its next request). They read
@@ -25,6 +25,9 @@ pub struct Settings {
     /// Per-tool changes to the cooldowns and daily limits in the tools'
     /// metadata, by tool name (`{"query_documents": {"daily_limit": 5000}}`).
     pub tool_rate_limits: BTreeMap<String, RateLimitOverride>,
+    /// Which tools ask a person before they run in a chat run, beyond
+    /// those whose annotations or the gate say so.
+    pub approvals: ApprovalRules,
     /// Settings that belong to one tool, read through [`Settings::get`].
     pub tools: ToolSettings,
 }
@@ -40,16 +43,18 @@ impl Default for Settings {
             web_search_enabled: false,
             fetch_web_page_enabled: true,
             tool_rate_limits: BTreeMap::new(),
+            approvals: ApprovalRules::default(),
             tools: ToolSettings::default(),
         }
     }
 }
 
 /// The keys of the settings every tool shares.
-const SHARED: [&str; 3] = [
+const SHARED: [&str; 4] = [
     "web_search_enabled",
     "fetch_web_page_enabled",
     "tool_rate_limits",
+    "approvals",
 ];
 
 /// A setting that belongs to one tool, named by its key and typed by `T`.
@@ -195,6 +200,9 @@ impl Settings {
                 "tool_rate_limits" => {
                     next.tool_rate_limits = Deserialize::deserialize(value).map_err(invalid)?;
                 }
+                "approvals" => {
+                    next.approvals = Deserialize::deserialize(value).map_err(invalid)?;
+                }
                 tool_key => {
                     if let Some(slot) = next.tools.0.get_mut(tool_key) {
                         (slot.check)(value).map_err(invalid)?;
@@ -213,6 +221,7 @@ impl Serialize for Settings {
         map.serialize_entry("web_search_enabled", &self.web_search_enabled)?;
         map.serialize_entry("fetch_web_page_enabled", &self.fetch_web_page_enabled)?;
         map.serialize_entry("tool_rate_limits", &self.tool_rate_limits)?;
+        map.serialize_entry("approvals", &self.approvals)?;
         for (key, slot) in &self.tools.0 {
             map.serialize_entry(key, &slot.value)?;
         }
@@ -250,6 +259,7 @@ mod tests {
                 "web_search_enabled": false,
                 "fetch_web_page_enabled": true,
                 "tool_rate_limits": {},
+                "approvals": {"tools": [], "categories": [], "annotations": []},
                 "paint_colour": "red",
             })
         );
@@ -276,7 +286,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown setting \"brush\" (known: fetch_web_page_enabled, paint_colour, tool_rate_limits, web_search_enabled)"
+            "unknown setting \"brush\" (known: approvals, fetch_web_page_enabled, paint_colour, tool_rate_limits, web_search_enabled)"
         );
         let e = settings
             .apply(&changes(json!({ "paint_colour": "green" })))

@@ -10,6 +10,7 @@ pub mod index_log;
 pub mod migrate;
 pub mod modules;
 pub mod passages;
+pub mod runs;
 pub mod settings;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

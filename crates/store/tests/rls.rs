@@ -81,6 +81,15 @@ async fn populate(db: &Db) -> World {
         .execute(&mut *tx)
         .await
         .unwrap();
+        sqlx::query(
+            "INSERT INTO runs (id, user_id, space_id, conversation_id)
+             VALUES (gen_random_uuid(), $1, $2, gen_random_uuid())",
+        )
+        .bind(user)
+        .bind(space)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
         sqlx::query("INSERT INTO rate_limits (user_id, tool, day, count) VALUES ($1, 'web_search', current_date, 1)")
             .bind(user)
             .execute(&mut *tx)
@@ -141,6 +150,7 @@ async fn a_user_sees_no_row_of_a_space_they_do_not_belong_to() {
         "documents",
         "folders",
         "index_log",
+        "runs",
         "sources",
         "spaces",
         "table_rows",

@@ -1,30 +1,23 @@
-//! `POST /v1/chat`: one conversation turn as an event stream. The agent runs
-//! in a task owned by the response stream; when the client goes away the
-//! stream is dropped, which cancels the run, its model request and its tools.
+//! `POST /v1/chat`: one conversation turn as a run (docs/runs.md) and its
+//! event stream. The run belongs to the server, not to this response: a
+//! client that goes away can reattach (`GET /v1/runs/{id}/events`) within
+//! the grace period, after which the run is stopped.
 
-use async_trait::async_trait;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
-use data_plane_agent::{AgentError, AgentEvent, ChatRequest, EventSink, Message};
+use data_plane_agent::{ChatRequest, Message};
 use data_plane_registry::ToolMode;
 use serde::Deserialize;
-use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::extract::Json;
-use super::sse::{self, StreamEvent};
-use super::tools::{AbortOnDrop, check_space, context, with_profile};
+use super::sse;
+use super::tools::{check_space, context, with_profile};
 use super::{ApiError, ErrorCode};
 use crate::auth::Caller;
 use crate::state::AppState;
-
-/// Events buffered per stream before the agent waits for the client: a slow
-/// reader holds up its own run and nothing else.
-const STREAM_BUFFER: usize = 64;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -54,23 +47,18 @@ pub struct ChatOptions {
     /// `native` (function calling) or `tags` (one-line tags in the text,
     /// for models without function calling); default: the profile's.
     tool_mode: Option<ToolMode>,
+    /// The conversation this turn continues (the `conversation_id` of an
+    /// earlier turn's `run` event): approvals given with "remember" there
+    /// hold here. Default: a new conversation.
+    conversation_id: Option<Uuid>,
 }
 
 /// The profile of /v1/chat unless `options.agent` names another.
 pub const CHAT_PROFILE: &str = "chat";
 
-/// Delivers the agent's events to the response stream.
-struct StreamSink(mpsc::Sender<StreamEvent>);
-
-#[async_trait]
-impl EventSink for StreamSink {
-    async fn emit(&self, event: AgentEvent) -> bool {
-        self.0.send(StreamEvent::tagged(&event)).await.is_ok()
-    }
-}
-
-/// `POST /v1/chat`: `text_delta`, `tool_call`, `tool_result` and `subagent_*`
-/// events as they happen, then `done` or `error` (docs/events.md).
+/// `POST /v1/chat`: `run` first, then `text_delta`, `tool_call`,
+/// `tool_result`, `subagent_*` and `approval_*` events as they happen, then
+/// `done` or `error` (docs/events.md).
 pub async fn chat(
     State(state): State<AppState>,
     caller: Caller,
@@ -166,48 +154,29 @@ pub async fn chat(
             space,
             today: chrono::Utc::now().date_naive(),
         }),
+        waiting: None,
     };
 
-    let (tx, rx) = mpsc::channel::<StreamEvent>(STREAM_BUFFER);
-    let cancel = CancellationToken::new();
-    let run_cancel = cancel.clone();
-    let task = tokio::spawn(async move {
-        // The run's place is freed when this task ends or is aborted.
-        let _permit = permit;
-        let sink = StreamSink(tx.clone());
-        let last = match agent.run(request, &ctx, &sink, &run_cancel).await {
-            Ok(outcome) => StreamEvent::new(
-                "done",
-                json!({
-                    "reason": outcome.reason,
-                    "steps": outcome.steps,
-                    "usage": outcome.usage,
-                }),
-            ),
-            // The client is gone: there is no one to tell.
-            Err(AgentError::Cancelled) => return,
-            Err(e) => {
-                tracing::warn!(request_id = %ctx.request_id, code = e.code(), error = %e, "chat ended with an error");
-                StreamEvent::new(
-                    "error",
-                    json!({ "code": e.code(), "message": public_message(&e) }),
-                )
-            }
-        };
-        let _ = tx.send(last).await;
-    });
-    // Dropped with the response stream: cancels the run and aborts its task.
-    let guard = (AbortOnDrop(task), cancel.drop_guard());
-    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        rx.recv().await.map(|e| (e, (rx, guard)))
-    });
-    Ok(sse::response(stream))
-}
-
-/// What the client is told; the endpoint's address stays in the log.
-fn public_message(e: &AgentError) -> String {
-    match e {
-        AgentError::Unreachable { .. } => "the language model cannot be reached".into(),
-        other => other.to_string(),
+    let started = state
+        .runs
+        .begin(
+            agent,
+            request,
+            ctx,
+            body.options.conversation_id,
+            Box::new(permit),
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "cannot record a new run");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "the chat run could not be recorded; try again shortly",
+            )
+        })?;
+    let mut response = sse::run_events(state.runs.events(started.run_id, 0));
+    if let Ok(value) = HeaderValue::from_str(&started.run_id.to_string()) {
+        response.headers_mut().insert("x-run-id", value);
     }
+    Ok(response)
 }

@@ -11,6 +11,7 @@ pub mod metrics;
 mod module;
 mod openapi;
 mod page;
+mod runs;
 pub mod sse;
 mod tools;
 
@@ -46,6 +47,10 @@ pub const ROUTES: &[&str] = &[
     "/v1/tools",
     "/v1/tools/{name}/execute",
     "/v1/chat",
+    "/v1/runs/{run_id}",
+    "/v1/runs/{run_id}/events",
+    "/v1/runs/{run_id}/stop",
+    "/v1/runs/{run_id}/approvals/{call_id}",
     "/v1/admin/settings",
     "/v1/admin/modules",
     "/v1/admin/modules/refresh",
@@ -73,6 +78,10 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tools", get(tools::list))
         .route("/v1/tools/{name}/execute", post(tools::execute))
         .route("/v1/chat", post(chat::chat))
+        .route("/v1/runs/{run_id}", get(runs::get))
+        .route("/v1/runs/{run_id}/events", get(runs::events))
+        .route("/v1/runs/{run_id}/stop", post(runs::stop))
+        .route("/v1/runs/{run_id}/approvals/{call_id}", post(runs::answer))
         .route("/v1/admin/settings", get(admin::get).put(admin::put))
         .route("/v1/admin/modules", get(admin::modules))
         .route("/v1/admin/modules/refresh", post(admin::refresh_modules))

@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use data_plane_runs::RunEvent;
 use futures::Stream;
 use futures::StreamExt;
 use serde::Serialize;
@@ -54,15 +55,35 @@ pub fn response<S>(events: S) -> Response
 where
     S: Stream<Item = StreamEvent> + Send + 'static,
 {
-    let numbered = events.enumerate().map(|(i, e)| {
+    numbered(
+        events
+            .enumerate()
+            .map(|(i, e)| (i as i64 + 1, e.kind, e.data)),
+    )
+}
+
+/// A run's events as the HTTP response, each under its own number (what a
+/// client sends back as `Last-Event-ID`).
+pub fn run_events<S>(events: S) -> Response
+where
+    S: Stream<Item = RunEvent> + Send + 'static,
+{
+    numbered(events.map(|e| (e.seq, e.kind, e.data)))
+}
+
+fn numbered<S>(events: S) -> Response
+where
+    S: Stream<Item = (i64, String, Value)> + Send + 'static,
+{
+    let events = events.map(|(id, kind, data)| {
         Ok::<_, Infallible>(
             Event::default()
-                .id((i + 1).to_string())
-                .event(e.kind)
-                .data(e.data.to_string()),
+                .id(id.to_string())
+                .event(kind)
+                .data(data.to_string()),
         )
     });
-    let mut response = Sse::new(numbered)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"))
         .into_response();
     let headers = response.headers_mut();

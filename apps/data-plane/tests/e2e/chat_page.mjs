@@ -2,14 +2,21 @@
 // model is scripted by the caller (apps/data-plane/tests/chat_page.rs):
 // token, space, a turn with a tool call and a streamed answer, Stop on a
 // reply that never ends, an upstream error, a nested agent's progress under
-// its tool card, and the admin switch for web search. Exits non-zero, naming the step, on the first thing that is wrong.
+// its tool card, an approval denied and one approved (fetch_web_page asks
+// before an untrusted host), a reload in the middle of a streamed answer
+// (the page replays the conversation and reattaches), and the admin switch
+// for web search. Exits non-zero, naming the step, on the first thing that is wrong.
 //
 // Environment: DATA_PLANE_URL, ADMIN_TOKEN, USER_TOKEN, SPACE_NAME, what the
 // scripted model does (TOOL_NAME, TOOL_ARGS_TEXT: part of the arguments as
 // shown, RESULT_TEXT: part of the tool's result, ANSWER_START and
 // ANSWER_END: the answer's two streamed parts, SLOW_TEXT: the start of the
 // reply that never ends, NESTED_QUESTION, NESTED_TEXT: what the nested agent
-// says, NESTED_ANSWER: the answer after it), SHOT_DIR (screenshots), CHROMIUM (the browser).
+// says, NESTED_ANSWER: the answer after it, FETCH_URL: the page the model
+// asks to fetch, DENIED_ANSWER and APPROVED_ANSWER: its answers after a
+// denial and an approval, RELOAD_START and RELOAD_END: the two parts of the
+// answer during which the page is reloaded, LAST_QUESTION: asked after the
+// reload), SHOT_DIR (screenshots), CHROMIUM (the browser).
 
 import { chromium } from "playwright-core";
 
@@ -32,6 +39,12 @@ const slowText = env("SLOW_TEXT");
 const nestedQuestion = env("NESTED_QUESTION");
 const nestedText = env("NESTED_TEXT");
 const nestedAnswer = env("NESTED_ANSWER");
+const fetchUrl = env("FETCH_URL");
+const deniedAnswer = env("DENIED_ANSWER");
+const approvedAnswer = env("APPROVED_ANSWER");
+const reloadStart = env("RELOAD_START");
+const reloadEnd = env("RELOAD_END");
+const lastQuestion = env("LAST_QUESTION");
 const shotDir = env("SHOT_DIR");
 const executablePath = env("CHROMIUM");
 
@@ -44,6 +57,15 @@ const step = (name) => {
 
 function check(condition, message) {
   if (!condition) throw new Error(message);
+}
+
+// Waits until the nth answer (from 0) has the given state.
+async function turnState(page, n, state) {
+  await page.waitForFunction(
+    ([n, state]) => document.querySelectorAll(".message.assistant")[n]?.dataset.state === state,
+    [n, state],
+    { timeout: TIMEOUT },
+  );
 }
 
 async function textOf(locator) {
@@ -157,6 +179,68 @@ try {
   check((await parent.getAttribute("data-state")) === "ok", "analyze_document's card does not show success");
   await parent.scrollIntoViewIfNeeded();
   await parent.screenshot({ path: `${shotDir}/nested.png` });
+
+  step("a fetch asks first, and a denial reaches the model");
+  await message.fill("Fetch the notes page.");
+  await message.press("Enter");
+  const deniedTurn = page.locator(".message.assistant").nth(4);
+  const approval = deniedTurn.getByRole("group", { name: "Approval for fetch_web_page" });
+  await approval.waitFor();
+  const fetchCard = deniedTurn.locator(".tool", { has: page.locator(".tool-name", { hasText: "fetch_web_page" }) });
+  check((await fetchCard.getAttribute("data-state")) === "waiting", "the fetch card does not say it waits");
+  check((await textOf(fetchCard.locator(".tool-args"))).includes(fetchUrl), "the card does not show the URL");
+  check((await textOf(approval)).includes("not among the trusted hosts"), "the card does not say why it asks");
+  check(await page.getByRole("button", { name: "Stop" }).isEnabled(), "Stop is not enabled while a call waits");
+  await approval.screenshot({ path: `${shotDir}/approval.png` });
+  await approval.getByLabel("Reason (told to the assistant if you deny)").fill("not that host");
+  await approval.getByRole("button", { name: "Deny" }).click();
+  await approval.locator(".approval-status", { hasText: "Denied: not that host" }).waitFor();
+  check((await approval.getByRole("button").count()) === 0, "the answered card still has buttons");
+  await deniedTurn.locator(".text", { hasText: deniedAnswer }).waitFor();
+  await turnState(page, 4, "done");
+  check((await fetchCard.getAttribute("data-state")) === "failed", "the denied call does not show as failed");
+
+  step("an approval lets the call run");
+  await message.fill("Fetch it anyway.");
+  await message.press("Enter");
+  const approvedTurn = page.locator(".message.assistant").nth(5);
+  const second = approvedTurn.getByRole("group", { name: "Approval for fetch_web_page" });
+  await second.waitFor();
+  await second.getByLabel("Allow fetch_web_page for the rest of this conversation").check();
+  await second.getByRole("button", { name: "Approve" }).click();
+  await second.locator(".approval-status", { hasText: "Approved for this conversation." }).waitFor();
+  await approvedTurn.locator(".tool-result").waitFor();
+  await approvedTurn.locator(".text", { hasText: approvedAnswer }).waitFor();
+  await turnState(page, 5, "done");
+
+  step("a reload in the middle of an answer replays the conversation and reattaches");
+  await message.fill("Answer slowly.");
+  await message.press("Enter");
+  const reloading = page.locator(".message.assistant").nth(6);
+  await reloading.locator(".text", { hasText: reloadStart.trim() }).waitFor();
+  const questions = await page.locator(".message.user").allTextContents();
+  await page.reload();
+  await page.locator(".message.assistant").nth(6).locator(".text", { hasText: reloadStart.trim() }).waitFor();
+  const restored = page.locator(".message.assistant").nth(6);
+  check((await restored.getAttribute("data-state")) === "streaming", "the reattached answer is not streaming");
+  check(await page.getByRole("button", { name: "Stop" }).isEnabled(), "Stop is not enabled on the reattached run");
+  await turnState(page, 6, "done");
+  const whole = await textOf(restored.locator(".text"));
+  check(whole === reloadStart + reloadEnd, `after the reload the answer reads ${JSON.stringify(whole)}`);
+  const after = await page.locator(".message.user").allTextContents();
+  check(JSON.stringify(after) === JSON.stringify(questions), `the questions after the reload are ${JSON.stringify(after)}`);
+  check((await page.locator(".message.assistant").count()) === 7, "the reload did not redraw every turn once");
+  check((await textOf(page.locator(".message.assistant").nth(1))).includes("Stopped."), "the stopped turn lost its note");
+  check(
+    (await page.locator(".message.assistant").nth(3).locator(".subagent-text", { hasText: nestedText }).count()) === 1,
+    "the nested agent's text was not redrawn",
+  );
+  const replayed = page.locator(".message.assistant").nth(4).locator(".approval-status", { hasText: "Denied: not that host" });
+  check((await replayed.count()) === 1, "the answered approval was not redrawn as answered");
+  await page.screenshot({ path: `${shotDir}/reloaded.png`, fullPage: true });
+  await message.fill(lastQuestion);
+  await message.press("Enter");
+  await turnState(page, 7, "done");
 
   step("the page fits a narrow screen");
   await page.setViewportSize({ width: 380, height: 800 });

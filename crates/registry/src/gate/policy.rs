@@ -343,6 +343,7 @@ mod tests {
             },
             available: |_| true,
             shape: None,
+            asks: None,
             handler: Arc::new(Nothing),
             args_schema: json!({}),
         };

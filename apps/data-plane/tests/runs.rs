@@ -1,0 +1,849 @@
+//! Chat turns as runs, against real servers on 127.0.0.1, PostgreSQL and a
+//! fake model: resume after a disconnect with `Last-Event-ID` (every event
+//! once, in order), on a second server process sharing the database; the
+//! grace period; stop during a tool and during a sub-agent; approvals
+//! (fetch_web_page's default, the admin's rules, inside analyze_document's
+//! sub-agent, answered from the other process, denied, remembered for the
+//! conversation, expired); and that a run is its user's alone.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use data_plane::auth::JwtKeys;
+use data_plane::state::AppState;
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::{
+    FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply,
+};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_runs::RunsConfig;
+use data_plane_store::Scope;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+struct World {
+    test: TestDatabase,
+    jwt: JwtKeys,
+    alice: Uuid,
+    bob: Uuid,
+    admin: Uuid,
+    alpha: Uuid,
+    doc: Uuid,
+}
+
+async fn world() -> World {
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let alice = identity::upsert_user(&mut tx, "alice@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let bob = identity::upsert_user(&mut tx, "bob@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let admin = identity::upsert_user(&mut tx, "admin@example.com", Some(Permission::Admin))
+        .await
+        .unwrap()
+        .id;
+    let (alpha, _) = identity::ensure_space(&mut tx, "alpha").await.unwrap();
+    for user in [alice, bob] {
+        identity::add_member(&mut tx, alpha.id, user, MembershipRole::Viewer)
+            .await
+            .unwrap();
+    }
+    let source = content::ensure_source(&mut tx, alpha.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let doc = Pipeline::new(db.clone(), common::embedder())
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: alpha.id,
+                source_id: source.id,
+            },
+            "guides/vacuum.md",
+            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
+        )
+        .await
+        .unwrap()
+        .document_id;
+    World {
+        test,
+        jwt: common::jwt(),
+        alice,
+        bob,
+        admin,
+        alpha: alpha.id,
+        doc,
+    }
+}
+
+impl World {
+    fn token(&self, user: Uuid, permission: Permission) -> String {
+        self.jwt
+            .issue(
+                user,
+                "someone@example.com",
+                permission,
+                Duration::from_secs(600),
+            )
+            .unwrap()
+    }
+
+    fn alice(&self) -> String {
+        self.token(self.alice, Permission::User)
+    }
+
+    /// A server whose chat model (and sub-agent model) is `model`.
+    fn state(&self, model: &FakeModel, runs: RunsConfig) -> AppState {
+        let state = common::state(self.test.db.clone(), common::embedder(), self.jwt.clone());
+        let mut config = AgentConfig::new(model.base_url(), "test-model");
+        config.idle_timeout = Duration::from_secs(30);
+        state.connect_model(ModelSettings {
+            agent: config.clone(),
+            sub_agent: SubAgentLimits::default(),
+        });
+        state.with_runs(runs).with_agent(config).unwrap()
+    }
+
+    async fn server(&self, model: &FakeModel, runs: RunsConfig) -> String {
+        common::serve(self.state(model, runs)).await
+    }
+
+    /// Changes run-time settings as an admin.
+    async fn settings(&self, base: &str, changes: Value) {
+        let r = reqwest::Client::new()
+            .put(format!("{base}/v1/admin/settings"))
+            .bearer_auth(self.token(self.admin, Permission::Admin))
+            .json(&changes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({ "role": "user", "content": text })
+}
+
+/// One event as read: id, type, body.
+type Seen = (i64, String, Value);
+
+/// An open event stream, read with a real SSE parser.
+struct Events {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = Seen> + Send>>,
+    run_id: Option<String>,
+}
+
+impl Events {
+    fn of(r: reqwest::Response) -> Events {
+        assert_eq!(r.status(), 200);
+        let run_id = r
+            .headers()
+            .get("x-run-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let stream = eventsource_stream::EventStream::new(r.bytes_stream()).map(|e| {
+            let e = e.unwrap();
+            let data: Value = serde_json::from_str(&e.data).unwrap();
+            assert_eq!(data["type"], e.event.as_str());
+            (e.id.parse::<i64>().unwrap(), e.event, data)
+        });
+        Events {
+            stream: Box::pin(stream),
+            run_id,
+        }
+    }
+
+    async fn next(&mut self) -> Option<Seen> {
+        tokio::time::timeout(Duration::from_secs(20), self.stream.next())
+            .await
+            .expect("an event within 20 s")
+    }
+
+    /// Events up to and including the first of `kind`.
+    async fn until(&mut self, kind: &str) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("the stream ended before a {kind} event: {seen:?}"));
+            let found = event.1 == kind;
+            seen.push(event);
+            if found {
+                return seen;
+            }
+        }
+    }
+
+    /// The rest of the stream.
+    async fn rest(&mut self) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        while let Some(event) = self.next().await {
+            seen.push(event);
+        }
+        seen
+    }
+}
+
+async fn chat(base: &str, token: &str, body: Value) -> Events {
+    Events::of(
+        reqwest::Client::new()
+            .post(format!("{base}/v1/chat"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+}
+
+async fn resume(base: &str, token: &str, run_id: &str, last: Option<i64>) -> Events {
+    let mut request = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{run_id}/events"))
+        .bearer_auth(token);
+    if let Some(last) = last {
+        request = request.header("last-event-id", last.to_string());
+    }
+    Events::of(request.send().await.unwrap())
+}
+
+async fn post(url: &str, token: &str, body: Value) -> (u16, Value) {
+    common::json(
+        reqwest::Client::new()
+            .post(url)
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn get(url: &str, token: &str) -> (u16, Value) {
+    common::json(
+        reqwest::Client::new()
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+fn kinds(events: &[Seen]) -> Vec<&str> {
+    events.iter().map(|(_, k, _)| k.as_str()).collect()
+}
+
+fn ids(events: &[Seen]) -> Vec<i64> {
+    events.iter().map(|(id, _, _)| *id).collect()
+}
+
+/// A reply that streams `n` words with a pause between them.
+fn slow_text(n: usize, pause: Duration) -> Reply {
+    let mut pieces = vec![Piece::Chunk(chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))];
+    for i in 0..n {
+        pieces.push(Piece::Chunk(chunk(
+            json!({"content": format!("w{i} ")}),
+            None,
+        )));
+        pieces.push(Piece::Pause(pause));
+    }
+    pieces.push(Piece::Chunk(chunk(json!({}), Some("stop"))));
+    pieces.push(Piece::Done);
+    Reply::Stream(pieces)
+}
+
+fn call(id: &'static str, name: &'static str, args: &str) -> Reply {
+    let args: &'static str = Box::leak(args.to_string().into_boxed_str());
+    let fragments: &'static [&'static str] = Box::leak(vec![args].into_boxed_slice());
+    tool_calls_reply(&[ScriptedCall {
+        id,
+        name,
+        fragments,
+    }])
+}
+
+#[tokio::test]
+async fn a_reader_that_drops_mid_answer_resumes_with_last_event_id_and_misses_nothing() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    model.push(call(
+        "call_model_info",
+        "document_info",
+        &format!(r#"{{"document_id":"{}"}}"#, w.doc),
+    ));
+    model.push(slow_text(30, Duration::from_millis(20)));
+    let base = w.server(&model, RunsConfig::default()).await;
+    let token = w.alice();
+    let mut first = chat(&base, &token, json!({"messages": [user("describe it")]})).await;
+    let run_id = first.run_id.clone().unwrap();
+    // Into the streamed answer, then the connection drops.
+    let mut got = first.until("text_delta").await;
+    for _ in 0..5 {
+        got.push(first.next().await.unwrap());
+    }
+    drop(first);
+    assert_eq!(got[0].1, "run");
+    assert_eq!(got[0].2["run_id"], run_id.as_str());
+    let last = got.last().unwrap().0;
+    // A new connection with the last id it saw: the rest, once each.
+    let mut again = resume(&base, &token, &run_id, Some(last)).await;
+    got.extend(again.rest().await);
+    let expected_ids: Vec<i64> = (1..=got.len() as i64).collect();
+    assert_eq!(ids(&got), expected_ids, "{:?}", kinds(&got));
+    assert_eq!(got.last().unwrap().1, "done");
+    assert_eq!(got.last().unwrap().2["reason"], "stop");
+    let text: String = got
+        .iter()
+        .filter(|(_, k, _)| k == "text_delta")
+        .map(|(_, _, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text.split_whitespace().count(), 30, "{text}");
+    // A replay from the start (`?after=0`) is the same stream.
+    let r = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{run_id}/events?after=0"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let replay = Events::of(r).rest().await;
+    assert_eq!(replay, got);
+    let (status, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["status"], "done");
+    assert_eq!(run["last_event_id"], got.len());
+    assert_eq!(run["conversation_id"], run_id.as_str());
+    // A bad id is refused by name.
+    let r = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{run_id}/events"))
+        .bearer_auth(&token)
+        .header("last-event-id", "seven")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = common::json(r).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Last-Event-ID"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_is_its_users_alone() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["private"]));
+    let base = w.server(&model, RunsConfig::default()).await;
+    let mut events = chat(&base, &w.alice(), json!({"messages": [user("hi")]})).await;
+    let run_id = events.run_id.clone().unwrap();
+    events.rest().await;
+    let bob = w.token(w.bob, Permission::User);
+    for (status, body) in [
+        get(&format!("{base}/v1/runs/{run_id}"), &bob).await,
+        post(&format!("{base}/v1/runs/{run_id}/stop"), &bob, json!({})).await,
+        post(
+            &format!("{base}/v1/runs/{run_id}/approvals/call_x"),
+            &bob,
+            json!({"approved": true}),
+        )
+        .await,
+    ] {
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["error"]["message"], format!("run {run_id} not found"));
+    }
+    let r = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{run_id}/events"))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // An admin reads it; its user stops it after the end: nothing to stop.
+    let (status, run) = get(
+        &format!("{base}/v1/runs/{run_id}"),
+        &w.token(w.admin, Permission::Admin),
+    )
+    .await;
+    assert_eq!((status, run["status"].as_str()), (200, Some("done")));
+    let (status, stopped) = post(
+        &format!("{base}/v1/runs/{run_id}/stop"),
+        &w.alice(),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        stopped,
+        json!({"run_id": run_id, "status": "done", "stopped": false})
+    );
+}
+
+/// The denial, a remembered approval and a trusted host, over four turns.
+#[tokio::test]
+async fn fetch_web_page_asks_before_an_untrusted_host_and_remember_holds_for_the_conversation() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let base = w.server(&model, RunsConfig::default()).await;
+    let token = w.alice();
+    // A private address: the SSRF guard refuses it without connecting, after
+    // the approval.
+    let fetch = r#"{"url":"http://10.20.30.40/report?q=secret"}"#;
+
+    // 1. Denied: the model reads the denial as the tool's result.
+    model.push(call("call_model_f1", "fetch_web_page", fetch));
+    model.push(text_reply(&["I was not allowed."]));
+    let mut turn = chat(&base, &token, json!({"messages": [user("fetch it")]})).await;
+    let run_id = turn.run_id.clone().unwrap();
+    let seen = turn.until("approval_request").await;
+    let conversation = seen[0].2["conversation_id"].as_str().unwrap().to_string();
+    let asked = &seen.last().unwrap().2;
+    assert_eq!(asked["call_id"], "call_model_f1");
+    assert_eq!(asked["tool"], "fetch_web_page");
+    assert_eq!(
+        asked["arguments"]["url"],
+        "http://10.20.30.40/report?q=secret"
+    );
+    assert_eq!(asked["annotations"]["open_world"], true);
+    assert!(
+        asked["why"].as_str().unwrap().contains("10.20.30.40"),
+        "{asked}"
+    );
+    let (status, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["pending_approvals"][0]["call_id"], "call_model_f1");
+    let url = format!("{base}/v1/runs/{run_id}/approvals/call_model_f1");
+    let (status, body) = post(
+        &url,
+        &token,
+        json!({"approved": false, "reason": "not that host"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "denied");
+    let rest = turn.rest().await;
+    assert_eq!(
+        kinds(&rest),
+        ["approval_result", "tool_result", "text_delta", "done"]
+    );
+    assert_eq!(rest[0].2["approved"], false);
+    assert_eq!(rest[0].2["reason"], "not that host");
+    let result = &rest[1].2["result"];
+    assert_eq!(result["success"], false);
+    assert_eq!(result["error"]["code"], "approval_required", "{result}");
+    let fed_back = model.requests()[1]["messages"].to_string();
+    assert!(
+        fed_back.contains("was not approved: the user denied it: not that host"),
+        "{fed_back}"
+    );
+    // Answered once: a second answer is a conflict.
+    let (status, body) = post(&url, &token, json!({"approved": true})).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = post(
+        &format!("{base}/v1/runs/{run_id}/approvals/call_unknown"),
+        &token,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // 2. Approved with "remember" in the same conversation: the call runs
+    // (and the guard refuses the private address).
+    model.push(call("call_model_f2", "fetch_web_page", fetch));
+    model.push(text_reply(&["Blocked anyway."]));
+    let body = json!({"messages": [user("again")], "options": {"conversationId": conversation}});
+    let mut turn = chat(&base, &token, body.clone()).await;
+    let run2 = turn.run_id.clone().unwrap();
+    turn.until("approval_request").await;
+    let (status, _) = post(
+        &format!("{base}/v1/runs/{run2}/approvals/call_model_f2"),
+        &token,
+        json!({"approved": true, "remember": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let rest = turn.rest().await;
+    assert_eq!(rest[0].1, "approval_result");
+    assert_eq!(rest[0].2["remember"], true);
+    let result = &rest[1].2["result"];
+    assert_eq!(result["error"]["code"], "invalid_arguments", "{result}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("public internet"),
+        "{result}"
+    );
+
+    // 3. The same conversation again: no question asked.
+    model.push(call("call_model_f3", "fetch_web_page", fetch));
+    model.push(text_reply(&["Still blocked."]));
+    let all = chat(&base, &token, body).await.rest().await;
+    assert_eq!(
+        kinds(&all),
+        [
+            "run",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "text_delta",
+            "done"
+        ]
+    );
+
+    // 4. A trusted host asks nobody, in a new conversation too.
+    w.settings(
+        &base,
+        json!({"fetch_web_page_trusted_hosts": ["*.internal.example", "10.20.30.40"]}),
+    )
+    .await;
+    model.push(call("call_model_f4", "fetch_web_page", fetch));
+    model.push(text_reply(&["Trusted."]));
+    let all = chat(&base, &token, json!({"messages": [user("trusted")]}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(
+        kinds(&all),
+        [
+            "run",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "text_delta",
+            "done"
+        ]
+    );
+    // executeTool is a service's own decision: it never asks.
+    w.settings(&base, json!({"fetch_web_page_trusted_hosts": []}))
+        .await;
+    let (status, result) = post(
+        &format!("{base}/v1/tools/fetch_web_page/execute"),
+        &token,
+        json!({"args": {"url": "http://10.20.30.40/"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(result["error"]["code"], "invalid_arguments", "{result}");
+}
+
+#[tokio::test]
+async fn an_approval_inside_the_sub_agent_names_its_parent_call_and_an_unanswered_one_expires() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let runs = RunsConfig {
+        approval_timeout: Duration::from_millis(700),
+        ..RunsConfig::default()
+    };
+    let base = w.server(&model, runs).await;
+    w.settings(&base, json!({"approvals": {"tools": ["read_document"]}}))
+        .await;
+    let token = w.alice();
+    let doc = w.doc;
+    model.push(call(
+        "call_model_analyze",
+        "analyze_document",
+        &format!(r#"{{"document_id":"{doc}","question":"What does VACUUM do?"}}"#),
+    ));
+    // The sub-agent's own steps.
+    model.push(call(
+        "call_sub_read",
+        "read_document",
+        &format!(r#"{{"document_id":"{doc}"}}"#),
+    ));
+    model.push(text_reply(&["It reclaims storage."]));
+    // The top-level answer.
+    model.push(text_reply(&["VACUUM reclaims storage."]));
+    let mut turn = chat(
+        &base,
+        &token,
+        json!({"messages": [user("analyze")], "spaceId": w.alpha}),
+    )
+    .await;
+    let run_id = turn.run_id.clone().unwrap();
+    let seen = turn.until("approval_request").await;
+    let asked = &seen.last().unwrap().2;
+    assert_eq!(asked["call_id"], "call_sub_read");
+    assert_eq!(asked["tool"], "read_document");
+    assert_eq!(asked["parent_call_id"], "call_model_analyze");
+    assert_eq!(asked["why"], "the approval rules name read_document");
+    let (status, _) = post(
+        &format!("{base}/v1/runs/{run_id}/approvals/call_sub_read"),
+        &token,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let rest = turn.rest().await;
+    assert_eq!(rest[0].1, "approval_result");
+    assert_eq!(rest[0].2["parent_call_id"], "call_model_analyze");
+    assert!(
+        kinds(&rest).contains(&"subagent_tool_result"),
+        "{:?}",
+        kinds(&rest)
+    );
+    let sub_result = rest
+        .iter()
+        .find(|(_, k, _)| k == "subagent_tool_result")
+        .unwrap();
+    assert_eq!(sub_result.2["result"]["success"], true, "{:?}", sub_result);
+    assert_eq!(rest.last().unwrap().1, "done");
+
+    // Nobody answers: after the timeout it is a denial the model reads.
+    model.push(call(
+        "call_model_read",
+        "read_document",
+        &format!(r#"{{"document_id":"{doc}"}}"#),
+    ));
+    model.push(text_reply(&["Nobody answered."]));
+    let all = chat(
+        &base,
+        &token,
+        json!({"messages": [user("read")], "spaceId": w.alpha}),
+    )
+    .await
+    .rest()
+    .await;
+    assert_eq!(
+        kinds(&all),
+        [
+            "run",
+            "tool_call",
+            "tool_call",
+            "approval_request",
+            "approval_result",
+            "tool_result",
+            "text_delta",
+            "done"
+        ]
+    );
+    assert_eq!(all[4].2["status"], "expired");
+    let result = &all[5].2["result"];
+    assert_eq!(result["error"]["code"], "approval_required");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the approval expired"),
+        "{result}"
+    );
+    // Late answers find it settled.
+    let run2 = all[0].2["run_id"].as_str().unwrap();
+    let (status, body) = post(
+        &format!("{base}/v1/runs/{run2}/approvals/call_model_read"),
+        &token,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
+}
+
+#[tokio::test]
+async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let base = w.server(&model, RunsConfig::default()).await;
+    let token = w.alice();
+    let doc = w.doc;
+    model.push(call(
+        "call_model_analyze",
+        "analyze_document",
+        &format!(r#"{{"document_id":"{doc}","question":"What does VACUUM do?"}}"#),
+    ));
+    // The sub-agent's model starts an answer and never finishes it.
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(
+            json!({"role": "assistant", "content": "Thinking"}),
+            None,
+        )),
+        Piece::Hang,
+    ]));
+    let mut turn = chat(
+        &base,
+        &token,
+        json!({"messages": [user("analyze")], "spaceId": w.alpha}),
+    )
+    .await;
+    let run_id = turn.run_id.clone().unwrap();
+    turn.until("subagent_chunk").await;
+    let started = std::time::Instant::now();
+    let (status, body) = post(&format!("{base}/v1/runs/{run_id}/stop"), &token, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"run_id": run_id, "status": "stopped", "stopped": true})
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        model.wait_dropped(1, Duration::from_secs(5)).await,
+        "the sub-agent's model request was closed"
+    );
+    let rest = turn.rest().await;
+    assert_eq!(kinds(&rest), ["done"]);
+    assert_eq!(rest[0].2["reason"], "stopped");
+    assert_eq!(model.requests().len(), 2, "nothing asked after the stop");
+
+    // A run waiting for an approval: stop settles it and ends the run.
+    w.settings(&base, json!({"approvals": {"categories": ["document"]}}))
+        .await;
+    model.push(call(
+        "call_model_info",
+        "document_info",
+        &format!(r#"{{"document_id":"{doc}"}}"#),
+    ));
+    let mut turn = chat(&base, &token, json!({"messages": [user("info")]})).await;
+    let run_id = turn.run_id.clone().unwrap();
+    turn.until("approval_request").await;
+    let (status, body) = post(&format!("{base}/v1/runs/{run_id}/stop"), &token, json!({})).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("stopped")));
+    assert_eq!(kinds(&turn.rest().await), ["done"]);
+    let (status, body) = post(
+        &format!("{base}/v1/runs/{run_id}/approvals/call_model_info"),
+        &token,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    let (_, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
+    assert_eq!(run["status"], "stopped");
+    assert_eq!(run["pending_approvals"], json!([]));
+}
+
+/// A second data-plane process over the same database, with no model of
+/// its own.
+fn second_process(
+    test: &TestDatabase,
+    data_dir: &std::path::Path,
+    addr: std::net::SocketAddr,
+) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_data-plane"))
+        .env("DATABASE_URL", &test.app_url)
+        .env("DATABASE_OWNER_URL", &test.owner_url)
+        .env("DATA_PLANE_DATA_DIR", data_dir)
+        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
+        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
+        .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
+        .env_remove("DATA_PLANE_MODEL")
+        .env_remove("DATA_PLANE_MODULES")
+        .env_remove("DATA_PLANE_MODULES_FILE")
+        .env("RUST_LOG", "warn")
+        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let base = w.server(&model, RunsConfig::default()).await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let addr = data_plane_testkit::unused_addr();
+    let _other = KillOnDrop(second_process(&w.test, data_dir.path(), addr));
+    let other = format!("http://{addr}");
+    let ready = async {
+        loop {
+            if reqwest::get(format!("{other}/healthz"))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), ready)
+        .await
+        .expect("the second process serves");
+
+    w.settings(&base, json!({"approvals": {"tools": ["document_info"]}}))
+        .await;
+    let token = w.alice();
+    model.push(call(
+        "call_model_info",
+        "document_info",
+        &format!(r#"{{"document_id":"{}"}}"#, w.doc),
+    ));
+    model.push(slow_text(10, Duration::from_millis(30)));
+    let mut first = chat(&base, &token, json!({"messages": [user("info")]})).await;
+    let run_id = first.run_id.clone().unwrap();
+    let mut got = first.until("approval_request").await;
+    drop(first);
+    // The other process replays from the table and follows the run live.
+    let last = got.last().unwrap().0;
+    let mut there = resume(&other, &token, &run_id, Some(last - 1)).await;
+    let (id, kind, _) = there.next().await.unwrap();
+    assert_eq!((id, kind.as_str()), (last, "approval_request"));
+    let (status, run) = get(&format!("{other}/v1/runs/{run_id}"), &token).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["status"], "running");
+    assert_eq!(run["pending_approvals"][0]["tool"], "document_info");
+    // Answered on the other process; the run goes on where it runs.
+    let (status, body) = post(
+        &format!("{other}/v1/runs/{run_id}/approvals/call_model_info"),
+        &token,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = there.rest().await;
+    got.extend(rest);
+    let expected_ids: Vec<i64> = (1..=got.len() as i64).collect();
+    assert_eq!(ids(&got), expected_ids, "{:?}", kinds(&got));
+    let tail: Vec<&str> = kinds(&got)[got.len() - 3..].to_vec();
+    assert_eq!(tail, ["text_delta", "text_delta", "done"]);
+    assert!(kinds(&got).contains(&"tool_result"));
+    // Stopping from the other process reaches the run here.
+    model.push(call(
+        "call_model_info2",
+        "document_info",
+        &format!(r#"{{"document_id":"{}"}}"#, w.doc),
+    ));
+    let mut turn = chat(&base, &token, json!({"messages": [user("again")]})).await;
+    let run2 = turn.run_id.clone().unwrap();
+    turn.until("approval_request").await;
+    let (status, body) = post(&format!("{other}/v1/runs/{run2}/stop"), &token, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "stopped");
+    assert_eq!(kinds(&turn.rest().await), ["done"]);
+}

@@ -1,0 +1,393 @@
+//! Chat turns as runs. A run's task is owned by [`Runs`], not by the HTTP
+//! response that started it: its events are numbered, kept in a small ring
+//! for readers on this replica and recorded in PostgreSQL (in order, in
+//! batches) for readers anywhere; a client that goes away leaves the run
+//! going for a grace period; a stop or an approval answered on any replica
+//! reaches the replica running it through `NOTIFY data_plane_runs`.
+
+mod approver;
+mod live;
+mod reader;
+mod recorder;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use data_plane_agent::{Agent, ChatRequest};
+use data_plane_registry::ToolContext;
+use data_plane_store::runs::{self as store, RUNS_CHANNEL};
+use data_plane_store::{Db, StoreError};
+use futures::Stream;
+use serde_json::Value;
+use sqlx::postgres::PgListener;
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+
+pub use data_plane_store::runs::{ApprovalRow, ApprovalStatus, RunRow, RunStatus};
+
+use live::LiveRun;
+
+/// How a deployment runs its chat turns (docs/runs.md).
+#[derive(Debug, Clone)]
+pub struct RunsConfig {
+    /// How long a run goes on after its last client went away.
+    pub grace: Duration,
+    /// How long an approval waits for an answer before it counts as denied.
+    pub approval_timeout: Duration,
+    /// Events one run may send; the run is stopped when it reaches them.
+    pub max_events: u64,
+    /// How long a finished run's events stay in the database.
+    pub retention: Duration,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        RunsConfig {
+            grace: Duration::from_secs(30),
+            approval_timeout: Duration::from_secs(600),
+            max_events: 20_000,
+            retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// How often the replica running a run says so in its row.
+const ALIVE_EVERY: Duration = Duration::from_secs(10);
+/// A running run whose row was not touched for this long is lost (its
+/// replica died).
+const LOST_AFTER: Duration = Duration::from_secs(60);
+/// How often finished runs past their retention are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+/// One event as a run sent it: its number (the SSE id), type and body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEvent {
+    pub seq: i64,
+    pub kind: String,
+    pub data: Value,
+}
+
+impl RunEvent {
+    /// `done` and `error` end a run's stream.
+    pub fn is_last(&self) -> bool {
+        self.kind == "done" || self.kind == "error"
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunsError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A run just started.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    pub run_id: Uuid,
+    pub conversation_id: Uuid,
+}
+
+/// Every run of this replica, and the way to reach others'.
+#[derive(Clone)]
+pub struct Runs {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runs")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    db: Db,
+    config: RunsConfig,
+    /// Runs this replica is running.
+    live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
+    /// Readers here of runs another replica runs, woken when that replica
+    /// records new events.
+    followed: Mutex<HashMap<Uuid, watch::Sender<i64>>>,
+    recorder: mpsc::Sender<recorder::Item>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Runs {
+    /// Starts the recorder, the listener and the upkeep; must run inside
+    /// the Tokio runtime.
+    pub fn start(db: Db, config: RunsConfig) -> Runs {
+        let (tx, rx) = mpsc::channel(recorder::QUEUE);
+        let inner = Arc::new(Inner {
+            db: db.clone(),
+            config,
+            live: Mutex::new(HashMap::new()),
+            followed: Mutex::new(HashMap::new()),
+            recorder: tx,
+        });
+        tokio::spawn(recorder::run(db, rx));
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move { listen(weak).await });
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move { upkeep(weak).await });
+        Runs { inner }
+    }
+
+    pub fn config(&self) -> &RunsConfig {
+        &self.inner.config
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// Records a new run and starts it: `agent` runs `request` under `ctx`
+    /// (with this run as the approver), holding `hold` until it ends. The
+    /// run's first event is `run` (its id and conversation).
+    pub async fn begin(
+        &self,
+        agent: Arc<Agent>,
+        request: ChatRequest,
+        ctx: ToolContext,
+        conversation_id: Option<Uuid>,
+        hold: Box<dyn Send + Sync>,
+    ) -> Result<Started, RunsError> {
+        let run_id = Uuid::now_v7();
+        let conversation_id = conversation_id.unwrap_or(run_id);
+        store::create(
+            &self.inner.db,
+            run_id,
+            ctx.user_id,
+            ctx.space_id,
+            conversation_id,
+        )
+        .await?;
+        let live = LiveRun::new(run_id, ctx.user_id, conversation_id);
+        lock(&self.inner.live).insert(run_id, live.clone());
+        live.emit(
+            &self.inner,
+            "run",
+            serde_json::json!({
+                "run_id": run_id,
+                "conversation_id": conversation_id,
+            }),
+        )
+        .await;
+        tokio::spawn(live::drive(
+            self.inner.clone(),
+            live,
+            agent,
+            request,
+            ctx,
+            hold,
+        ));
+        Ok(Started {
+            run_id,
+            conversation_id,
+        })
+    }
+
+    /// The run's events numbered after `after`, then its new ones as they
+    /// come, until its last; from this replica's memory while it runs
+    /// here, else from the table. While the stream is held, the run counts
+    /// as watched (no grace period starts). The caller has checked that
+    /// whoever reads may.
+    pub fn events(
+        &self,
+        run_id: Uuid,
+        after: i64,
+    ) -> impl Stream<Item = RunEvent> + Send + 'static {
+        reader::events(self.inner.clone(), run_id, after.max(0))
+    }
+
+    /// Stops the run at once (model request, tools, sub-agents) and
+    /// answers once it has stopped, with the status it ended with. A run
+    /// another replica runs is asked through NOTIFY; one whose replica is
+    /// gone is marked lost.
+    pub async fn stop(&self, run_id: Uuid) -> Result<RunStatus, RunsError> {
+        let inner = &self.inner;
+        let local = lock(&inner.live).get(&run_id).cloned();
+        if let Some(live) = local {
+            let mut ended = live.ended.subscribe();
+            live.stop(RunStatus::Stopped);
+            if let Ok(status) =
+                tokio::time::timeout(Duration::from_secs(10), ended.wait_for(|s| s.is_some())).await
+                && let Ok(status) = status
+                && let Some(status) = *status
+            {
+                return Ok(status);
+            }
+        } else {
+            store::notify(&inner.db, &format!("s:{run_id}")).await?;
+        }
+        // Wait for the row to say it ended (the other replica's answer).
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let Some(row) = store::get(&inner.db, data_plane_store::Scope::System, run_id).await?
+            else {
+                return Ok(RunStatus::Stopped);
+            };
+            if row.status != RunStatus::Running {
+                return Ok(row.status);
+            }
+            let stale =
+                chrono::Utc::now() - chrono::Duration::from_std(LOST_AFTER).unwrap_or_default();
+            if row.alive_at < stale {
+                store::mark_lost(&inner.db, run_id, stale).await?;
+                return Ok(RunStatus::Lost);
+            }
+            if tokio::time::Instant::now() >= until {
+                return Ok(RunStatus::Running);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Runs running on this replica now.
+    pub fn running_here(&self) -> usize {
+        lock(&self.inner.live).len()
+    }
+}
+
+/// Hears what other replicas (and this one's endpoints) announce.
+async fn listen(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(db) = inner.upgrade().map(|i| i.db.clone()) else {
+            return;
+        };
+        let mut listener = match PgListener::connect_with(db.pool()).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot LISTEN for runs; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(RUNS_CHANNEL).await {
+            tracing::warn!(error = %e, "cannot LISTEN for runs; retrying");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        drop(db);
+        // What was missed while nobody listened: wake every waiter to look.
+        if let Some(inner) = inner.upgrade() {
+            inner.wake_all();
+        }
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) => {
+                    let Some(inner) = inner.upgrade() else {
+                        return;
+                    };
+                    inner.dispatch(n.payload());
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "lost the LISTEN connection for runs; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn dispatch(&self, payload: &str) {
+        let mut parts = payload.splitn(3, ':');
+        let (Some(what), Some(run)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let Ok(run_id) = run.parse::<Uuid>() else {
+            return;
+        };
+        match what {
+            "e" => {
+                let seq = parts
+                    .next()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .unwrap_or(0);
+                if let Some(tx) = lock(&self.followed).get(&run_id) {
+                    tx.send_if_modified(|last| {
+                        let newer = seq > *last;
+                        if newer {
+                            *last = seq;
+                        }
+                        newer
+                    });
+                }
+            }
+            "s" => {
+                if let Some(live) = self.live(run_id) {
+                    live.stop(RunStatus::Stopped);
+                }
+            }
+            "a" => {
+                if let (Some(live), Some(call)) = (self.live(run_id), parts.next()) {
+                    live.answered(call);
+                }
+            }
+            "w" => {
+                if let Some(live) = self.live(run_id) {
+                    live.watched_elsewhere();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn live(&self, run_id: Uuid) -> Option<Arc<LiveRun>> {
+        lock(&self.live).get(&run_id).cloned()
+    }
+
+    fn wake_all(&self) {
+        for tx in lock(&self.followed).values() {
+            tx.send_modify(|_| {});
+        }
+        for live in lock(&self.live).values() {
+            live.answered_all();
+        }
+    }
+
+    /// A wake-up for readers here of a run another replica runs.
+    fn follow(&self, run_id: Uuid) -> watch::Receiver<i64> {
+        lock(&self.followed)
+            .entry(run_id)
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+}
+
+/// Says this replica's runs are alive, forgets followers that left, and
+/// deletes runs past their retention.
+async fn upkeep(inner: std::sync::Weak<Inner>) {
+    let mut tick = tokio::time::interval(ALIVE_EVERY);
+    let mut last_purge: Option<tokio::time::Instant> = None;
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
+        if let Err(e) = store::touch(&inner.db, &ids).await {
+            tracing::warn!(error = %e, runs = ids.len(), "cannot mark this replica's runs alive");
+        }
+        lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
+        if last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
+            last_purge = Some(tokio::time::Instant::now());
+            let retention =
+                chrono::Duration::from_std(inner.config.retention).unwrap_or(chrono::Duration::MAX);
+            let before = chrono::Utc::now()
+                .checked_sub_signed(retention)
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+            match store::purge(&inner.db, before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(runs = n, "deleted runs past their retention"),
+                Err(e) => tracing::warn!(error = %e, "cannot delete runs past their retention"),
+            }
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! A run on the replica running it: its numbered events (a ring of the
+//! latest, the rest in the table), who watches it, what stops it, the
+//! approvals it waits for; and the task that drives the agent.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use data_plane_agent::{Agent, AgentError, AgentEvent, ChatRequest, EventSink};
+use data_plane_registry::ToolContext;
+use data_plane_store::runs::{self as store, RunStatus};
+use futures::FutureExt;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::approver::RunApprover;
+use crate::recorder::Item;
+use crate::{Inner, RunEvent, lock};
+
+/// Events kept in memory after they are recorded, for readers here that
+/// are a little behind; older ones are read from the table.
+const RING: usize = 512;
+
+/// How long a run counts as watched after another replica said a client
+/// there reads it (they say so every 10 s).
+const WATCHED_ELSEWHERE_FOR: Duration = Duration::from_secs(25);
+
+pub(crate) struct LiveRun {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub conversation_id: Uuid,
+    /// Cancels the agent: stop, abandonment, the event limit.
+    pub cancel: CancellationToken,
+    /// Why the run was cancelled, set before cancelling.
+    end_reason: Mutex<Option<RunStatus>>,
+    log: Mutex<Log>,
+    /// Numbers events and hands them to the recorder in order.
+    emitting: tokio::sync::Mutex<()>,
+    /// The last event's number, for readers here.
+    pub latest: watch::Sender<i64>,
+    /// The last number recorded in the table.
+    pub recorded: watch::Sender<i64>,
+    /// The status the run ended with, once it has (and its last event is
+    /// recorded).
+    pub ended: watch::Sender<Option<RunStatus>>,
+    watchers: AtomicUsize,
+    watched_until: Mutex<Option<tokio::time::Instant>>,
+    /// Approvals waiting here, by call id.
+    approvals: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Tools approved with "remember" in this run.
+    pub remembered: Mutex<HashSet<String>>,
+    /// How many calls wait for a person (the deadline stands still).
+    pub waiting: watch::Sender<usize>,
+}
+
+#[derive(Default)]
+struct Log {
+    events: VecDeque<Arc<RunEvent>>,
+    next: i64,
+    recorded: i64,
+    /// No more events: the last one was sent.
+    closed: bool,
+}
+
+/// What readers here find for "after N".
+pub(crate) enum Found {
+    Events(Vec<Arc<RunEvent>>),
+    /// Older than the ring: read them from the table.
+    InTable,
+    Nothing,
+}
+
+impl LiveRun {
+    pub fn new(id: Uuid, user_id: Uuid, conversation_id: Uuid) -> Arc<LiveRun> {
+        Arc::new(LiveRun {
+            id,
+            user_id,
+            conversation_id,
+            cancel: CancellationToken::new(),
+            end_reason: Mutex::new(None),
+            log: Mutex::new(Log {
+                next: 1,
+                ..Log::default()
+            }),
+            emitting: tokio::sync::Mutex::new(()),
+            latest: watch::channel(0).0,
+            recorded: watch::channel(0).0,
+            ended: watch::channel(None).0,
+            watchers: AtomicUsize::new(0),
+            watched_until: Mutex::new(None),
+            approvals: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(HashSet::new()),
+            waiting: watch::channel(0).0,
+        })
+    }
+
+    /// Numbers and sends one event: to readers here at once, to the
+    /// recorder in order (waiting while it is far behind). `false` when
+    /// the run may send no more (its limit, or it has ended).
+    pub async fn emit(self: &Arc<Self>, inner: &Inner, kind: &str, mut data: Value) -> bool {
+        if let Value::Object(map) = &mut data {
+            map.insert("type".into(), Value::String(kind.into()));
+        }
+        let last = kind == "done" || kind == "error";
+        let _order = self.emitting.lock().await;
+        let event = {
+            let mut log = lock(&self.log);
+            if log.closed {
+                return false;
+            }
+            let seq = log.next;
+            if !last && seq as u64 > inner.config.max_events {
+                drop(log);
+                if self.stop(RunStatus::Error) {
+                    tracing::warn!(run_id = %self.id, max = inner.config.max_events, "the run reached its event limit and was stopped");
+                }
+                return false;
+            }
+            log.next += 1;
+            log.closed = last;
+            let event = Arc::new(RunEvent {
+                seq,
+                kind: kind.to_string(),
+                data,
+            });
+            log.events.push_back(event.clone());
+            trim(&mut log);
+            event
+        };
+        self.latest.send_replace(event.seq);
+        if inner
+            .recorder
+            .send(Item {
+                run: self.clone(),
+                event,
+            })
+            .await
+            .is_err()
+        {
+            tracing::error!(run_id = %self.id, "the run recorder is gone; events are no longer recorded");
+        }
+        true
+    }
+
+    /// The recorder wrote events up to `seq`.
+    pub fn mark_recorded(&self, seq: i64) {
+        {
+            let mut log = lock(&self.log);
+            log.recorded = log.recorded.max(seq);
+            trim(&mut log);
+        }
+        self.recorded.send_if_modified(|r| {
+            let newer = seq > *r;
+            if newer {
+                *r = seq;
+            }
+            newer
+        });
+    }
+
+    /// Events after `after`, as far as the ring holds them.
+    pub fn after(&self, after: i64) -> Found {
+        let log = lock(&self.log);
+        let Some(first) = log.events.front().map(|e| e.seq) else {
+            return if after + 1 < log.next {
+                Found::InTable
+            } else {
+                Found::Nothing
+            };
+        };
+        if after + 1 < first {
+            return Found::InTable;
+        }
+        let skip = usize::try_from(after + 1 - first).unwrap_or(usize::MAX);
+        let events: Vec<_> = log.events.iter().skip(skip).cloned().collect();
+        if events.is_empty() {
+            Found::Nothing
+        } else {
+            Found::Events(events)
+        }
+    }
+
+    /// Cancels the run for `reason` unless it was cancelled already;
+    /// `true` when this call did.
+    pub fn stop(&self, reason: RunStatus) -> bool {
+        let first = {
+            let mut end = lock(&self.end_reason);
+            let first = end.is_none();
+            if first {
+                *end = Some(reason);
+            }
+            first
+        };
+        self.cancel.cancel();
+        first
+    }
+
+    fn end_reason(&self) -> Option<RunStatus> {
+        *lock(&self.end_reason)
+    }
+
+    pub fn watch(self: &Arc<Self>) -> WatchGuard {
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        WatchGuard {
+            run: self.clone(),
+            grace: None,
+        }
+    }
+
+    pub fn watched_elsewhere(&self) {
+        *lock(&self.watched_until) = Some(tokio::time::Instant::now() + WATCHED_ELSEWHERE_FOR);
+    }
+
+    /// A waiter for the answer to `call_id`.
+    pub fn waiter(&self, call_id: &str) -> Arc<Notify> {
+        lock(&self.approvals)
+            .entry(call_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub fn forget_waiter(&self, call_id: &str) {
+        lock(&self.approvals).remove(call_id);
+    }
+
+    /// Someone answered `call_id` (on any replica).
+    pub fn answered(&self, call_id: &str) {
+        if let Some(n) = lock(&self.approvals).get(call_id) {
+            n.notify_one();
+        }
+    }
+
+    pub fn answered_all(&self) {
+        for n in lock(&self.approvals).values() {
+            n.notify_one();
+        }
+    }
+}
+
+fn trim(log: &mut Log) {
+    while log.events.len() > RING && log.events.front().is_some_and(|e| e.seq <= log.recorded) {
+        log.events.pop_front();
+    }
+}
+
+/// Held by each reader here; when the last goes and the run has not ended,
+/// the grace period starts.
+pub(crate) struct WatchGuard {
+    run: Arc<LiveRun>,
+    grace: Option<Duration>,
+}
+
+impl WatchGuard {
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        let left = self.run.watchers.fetch_sub(1, Ordering::SeqCst) - 1;
+        let Some(grace) = self.grace else { return };
+        if left > 0 || self.run.ended.borrow().is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let run = self.run.clone();
+        runtime.spawn(async move {
+            let mut until = tokio::time::Instant::now() + grace;
+            loop {
+                tokio::time::sleep_until(until).await;
+                if run.watchers.load(Ordering::SeqCst) > 0 || run.ended.borrow().is_some() {
+                    return;
+                }
+                match *lock(&run.watched_until) {
+                    Some(elsewhere) if elsewhere > tokio::time::Instant::now() => {
+                        until = elsewhere;
+                        continue;
+                    }
+                    _ => {}
+                }
+                if run.stop(RunStatus::Abandoned) {
+                    tracing::info!(run_id = %run.id, grace_secs = grace.as_secs_f64(), "nobody watched the run for its grace period; it was stopped");
+                }
+                return;
+            }
+        });
+    }
+}
+
+/// The agent's events, into the run.
+struct RunSink {
+    inner: Arc<Inner>,
+    run: Arc<LiveRun>,
+}
+
+#[async_trait]
+impl EventSink for RunSink {
+    async fn emit(&self, event: AgentEvent) -> bool {
+        let data = match serde_json::to_value(&event) {
+            Ok(data) => data,
+            Err(e) => {
+                tracing::error!(run_id = %self.run.id, error = %e, "an event could not be serialised");
+                return true;
+            }
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message")
+            .to_string();
+        self.run.emit(&self.inner, &kind, data).await
+    }
+}
+
+/// Runs the agent to its end, sends the last event, waits for it to be
+/// recorded, and records how the run ended.
+pub(crate) async fn drive(
+    inner: Arc<Inner>,
+    run: Arc<LiveRun>,
+    agent: Arc<Agent>,
+    mut request: ChatRequest,
+    mut ctx: ToolContext,
+    hold: Box<dyn Send + Sync>,
+) {
+    ctx.approver = Some(Arc::new(RunApprover::new(inner.clone(), run.clone())));
+    request.waiting = Some(run.waiting.subscribe());
+    let request_id = ctx.request_id.clone();
+    let sink = RunSink {
+        inner: inner.clone(),
+        run: run.clone(),
+    };
+    let outcome = AssertUnwindSafe(agent.run(request, &ctx, &sink, &run.cancel))
+        .catch_unwind()
+        .await;
+    let (status, kind, data) = match outcome {
+        Ok(Ok(outcome)) => (
+            RunStatus::Done,
+            "done",
+            json!({ "reason": outcome.reason, "steps": outcome.steps, "usage": outcome.usage }),
+        ),
+        Ok(Err(AgentError::Cancelled)) => match run.end_reason() {
+            Some(RunStatus::Error) => (
+                RunStatus::Error,
+                "error",
+                json!({
+                    "code": "event_limit",
+                    "message": format!("the run reached its limit of {} events and was stopped", inner.config.max_events),
+                }),
+            ),
+            Some(RunStatus::Abandoned) => (
+                RunStatus::Abandoned,
+                "done",
+                json!({ "reason": "abandoned" }),
+            ),
+            _ => (RunStatus::Stopped, "done", json!({ "reason": "stopped" })),
+        },
+        Ok(Err(e)) => {
+            tracing::warn!(run_id = %run.id, %request_id, code = e.code(), error = %e, "chat ended with an error");
+            (
+                RunStatus::Error,
+                "error",
+                json!({ "code": e.code(), "message": public_message(&e) }),
+            )
+        }
+        Err(_panic) => {
+            tracing::error!(run_id = %run.id, %request_id, "the run panicked");
+            (
+                RunStatus::Error,
+                "error",
+                json!({ "code": "internal", "message": "the run failed unexpectedly; the error was logged" }),
+            )
+        }
+    };
+    drop(ctx);
+    // The run's place (a per-user limit) is free before its client hears
+    // it ended: a next turn sent at once is admitted.
+    drop(hold);
+    run.emit(&inner, kind, data).await;
+    let last = *run.latest.borrow();
+    let mut recorded = run.recorded.subscribe();
+    let _ = recorded.wait_for(|r| *r >= last).await;
+    for attempt in 0..5u32 {
+        match store::finish(&inner.db, run.id, status, last).await {
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!(run_id = %run.id, error = %e, attempt, "cannot record how the run ended");
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+        }
+    }
+    if let Err(e) = store::settle_pending(&inner.db, run.id).await {
+        tracing::warn!(run_id = %run.id, error = %e, "cannot settle the run's open approvals");
+    }
+    run.ended.send_replace(Some(status));
+    lock(&inner.live).remove(&run.id);
+}
+
+/// What the client is told; the endpoint's address stays in the log.
+fn public_message(e: &AgentError) -> String {
+    match e {
+        AgentError::Unreachable { .. } => "the language model cannot be reached".into(),
+        other => other.to_string(),
+    }
+}

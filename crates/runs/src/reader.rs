@@ -1,0 +1,207 @@
+//! Reading a run's events after a given number, exactly once and in
+//! order: from the ring of the replica running it, from the table for
+//! what the ring no longer holds, and from the table alone on another
+//! replica, woken by the recorder's NOTIFY (and every 2 s regardless).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use data_plane_store::Scope;
+use data_plane_store::runs::{self as store, RunStatus};
+use futures::{Stream, StreamExt};
+use serde_json::json;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::live::{Found, LiveRun, WatchGuard};
+use crate::{Inner, LOST_AFTER, RunEvent};
+
+/// Events read from the table at a time.
+const PAGE: i64 = 256;
+/// How often a reader here of another replica's run says it watches.
+const WATCHING_EVERY: Duration = Duration::from_secs(10);
+/// How often a reader of another replica's run looks without being woken.
+const POLL: Duration = Duration::from_secs(2);
+
+struct Reader {
+    inner: Arc<Inner>,
+    run_id: Uuid,
+    last: i64,
+    done: bool,
+    started: bool,
+    local: Option<Arc<LiveRun>>,
+    _guard: Option<WatchGuard>,
+    wake: Option<watch::Receiver<i64>>,
+    said_watching: Option<tokio::time::Instant>,
+}
+
+pub(crate) fn events(
+    inner: Arc<Inner>,
+    run_id: Uuid,
+    after: i64,
+) -> impl Stream<Item = RunEvent> + Send + 'static {
+    let reader = Reader {
+        inner,
+        run_id,
+        last: after,
+        done: false,
+        started: false,
+        local: None,
+        _guard: None,
+        wake: None,
+        said_watching: None,
+    };
+    futures::stream::unfold(reader, |mut r| async move {
+        let batch = r.next_batch().await?;
+        Some((futures::stream::iter(batch), r))
+    })
+    .flatten()
+}
+
+impl Reader {
+    async fn next_batch(&mut self) -> Option<Vec<RunEvent>> {
+        if self.done {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            if let Some(live) = self.inner.live(self.run_id) {
+                self._guard = Some(live.watch().with_grace(self.inner.config.grace));
+                self.local = Some(live);
+            }
+        }
+        loop {
+            if let Some(live) = self.local.clone() {
+                let mut latest = live.latest.subscribe();
+                match live.after(self.last) {
+                    Found::Events(events) => {
+                        return Some(self.take(events.iter().map(|e| (**e).clone()).collect()));
+                    }
+                    Found::InTable => {
+                        if let Some(rows) = self.page().await
+                            && !rows.is_empty()
+                        {
+                            return Some(self.take(rows));
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Found::Nothing => {
+                        if live.ended.borrow().is_some() {
+                            self.local = None;
+                            continue;
+                        }
+                        let _ = latest.changed().await;
+                    }
+                }
+                continue;
+            }
+            if let Some(batch) = self.look_in_table().await {
+                return Some(batch);
+            }
+            if self.done {
+                return None;
+            }
+        }
+    }
+
+    /// One look at the table: new events, the run's end without them, or
+    /// `None` after waiting for news.
+    async fn look_in_table(&mut self) -> Option<Vec<RunEvent>> {
+        let inner = self.inner.clone();
+        let wake = self
+            .wake
+            .get_or_insert_with(|| inner.follow(self.run_id))
+            .clone();
+        let mut wake = wake;
+        wake.borrow_and_update();
+        if self
+            .said_watching
+            .is_none_or(|at| at.elapsed() >= WATCHING_EVERY)
+        {
+            self.said_watching = Some(tokio::time::Instant::now());
+            if let Err(e) = store::notify(&inner.db, &format!("w:{}", self.run_id)).await {
+                tracing::debug!(error = %e, "cannot say a run is watched");
+            }
+        }
+        if let Some(rows) = self.page().await
+            && !rows.is_empty()
+        {
+            return Some(self.take(rows));
+        }
+        match store::get(&inner.db, Scope::System, self.run_id).await {
+            Ok(None) => {
+                self.done = true;
+                return None;
+            }
+            Ok(Some(row)) => {
+                let stale =
+                    chrono::Utc::now() - chrono::Duration::from_std(LOST_AFTER).unwrap_or_default();
+                let lost = row.status == RunStatus::Running
+                    && row.alive_at < stale
+                    && store::mark_lost(&inner.db, self.run_id, stale)
+                        .await
+                        .unwrap_or(false);
+                if row.status != RunStatus::Running || lost {
+                    // Its last event is recorded before the row says it
+                    // ended; a run that was lost has none.
+                    if let Some(rows) = self.page().await
+                        && !rows.is_empty()
+                    {
+                        return Some(self.take(rows));
+                    }
+                    self.done = true;
+                    return Some(vec![RunEvent {
+                        seq: self.last + 1,
+                        kind: "error".into(),
+                        data: json!({
+                            "type": "error",
+                            "code": "run_lost",
+                            "message": "the server running this run stopped answering; its last events are lost",
+                        }),
+                    }]);
+                }
+            }
+            Err(e) => tracing::warn!(run_id = %self.run_id, error = %e, "cannot read the run"),
+        }
+        let _ = tokio::time::timeout(POLL, wake.changed()).await;
+        None
+    }
+
+    async fn page(&self) -> Option<Vec<RunEvent>> {
+        match store::events_after(&self.inner.db, Scope::System, self.run_id, self.last, PAGE).await
+        {
+            Ok(rows) => Some(
+                rows.into_iter()
+                    .map(|r| RunEvent {
+                        seq: r.seq,
+                        kind: r.kind,
+                        data: r.data,
+                    })
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(run_id = %self.run_id, error = %e, "cannot read the run's events");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                None
+            }
+        }
+    }
+
+    /// The events after the last one read, up to the run's last.
+    fn take(&mut self, events: Vec<RunEvent>) -> Vec<RunEvent> {
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            if event.seq <= self.last {
+                continue;
+            }
+            self.last = event.seq;
+            let last = event.is_last();
+            out.push(event);
+            if last {
+                self.done = true;
+                break;
+            }
+        }
+        out
+    }
+}

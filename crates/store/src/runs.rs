@@ -1,0 +1,467 @@
+//! Chat runs: one row per turn, the events it sent (numbered from 1 within
+//! the run), and the approvals it asked for. What one replica writes, every
+//! other hears of on [`RUNS_CHANNEL`].
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{Db, Scope, StoreError};
+
+/// Where runs' news is announced (`pg_notify`): `e:RUN:SEQ` (events up to
+/// SEQ are recorded), `s:RUN` (stop it), `a:RUN:CALL` (an approval was
+/// answered), `w:RUN` (a client on another replica watches it).
+pub const RUNS_CHANNEL: &str = "data_plane_runs";
+
+/// A run's state as the table keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
+#[sqlx(type_name = "run_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Done,
+    Error,
+    /// Someone asked it to stop.
+    Stopped,
+    /// Its client went away and nobody reattached within the grace period.
+    Abandoned,
+    /// The replica running it stopped answering.
+    Lost,
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct RunRow {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub space_id: Option<Uuid>,
+    pub conversation_id: Uuid,
+    pub status: RunStatus,
+    pub created_at: DateTime<Utc>,
+    pub alive_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub last_seq: Option<i64>,
+}
+
+const RUN_COLUMNS: &str =
+    "id, user_id, space_id, conversation_id, status, created_at, alive_at, finished_at, last_seq";
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct EventRow {
+    pub seq: i64,
+    pub kind: String,
+    pub data: Value,
+}
+
+/// Records a new run (running).
+pub async fn create(
+    db: &Db,
+    id: Uuid,
+    user_id: Uuid,
+    space_id: Option<Uuid>,
+    conversation_id: Uuid,
+) -> Result<(), StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query(
+        "INSERT INTO runs (id, user_id, space_id, conversation_id) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(space_id)
+    .bind(conversation_id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// One event to record: its run, number, type and body.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub run_id: Uuid,
+    pub seq: i64,
+    pub kind: String,
+    pub data: Value,
+}
+
+/// Records events of any runs in one transaction and announces, per run,
+/// the highest number now recorded. Events already recorded (a retried
+/// batch) are skipped.
+pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let runs: Vec<Uuid> = events.iter().map(|e| e.run_id).collect();
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let data: Vec<&Value> = events.iter().map(|e| &e.data).collect();
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query(
+        "INSERT INTO run_events (run_id, seq, kind, data)
+         SELECT t.r, t.s, t.k, j.d
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::text[]) WITH ORDINALITY AS t(r, s, k, i)
+         JOIN jsonb_array_elements($4::jsonb) WITH ORDINALITY AS j(d, i) ON j.i = t.i
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&runs)
+    .bind(&seqs)
+    .bind(&kinds)
+    .bind(sqlx::types::Json(&data))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "SELECT pg_notify($1, 'e:' || r || ':' || max(s))
+         FROM UNNEST($2::uuid[], $3::bigint[]) AS t(r, s) GROUP BY r",
+    )
+    .bind(RUNS_CHANNEL)
+    .bind(&runs)
+    .bind(&seqs)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Ends a running run with `status`; `false` when it had already ended.
+pub async fn finish(
+    db: &Db,
+    id: Uuid,
+    status: RunStatus,
+    last_seq: i64,
+) -> Result<bool, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let done = sqlx::query(
+        "UPDATE runs SET status = $2, finished_at = now(), last_seq = $3
+         WHERE id = $1 AND status = 'running'",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(last_seq)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(done == 1)
+}
+
+/// Marks the run lost when it is still running and its replica stopped
+/// touching it before `before`; `true` when it did.
+pub async fn mark_lost(db: &Db, id: Uuid, before: DateTime<Utc>) -> Result<bool, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let done = sqlx::query(
+        "UPDATE runs SET status = 'lost', finished_at = now()
+         WHERE id = $1 AND status = 'running' AND alive_at < $2",
+    )
+    .bind(id)
+    .bind(before)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(done == 1)
+}
+
+/// Says the runs are still being run by this replica.
+pub async fn touch(db: &Db, ids: &[Uuid]) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query("UPDATE runs SET alive_at = now() WHERE id = ANY($1) AND status = 'running'")
+        .bind(ids)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The run, if `scope` may see it (its user, an admin, the system).
+pub async fn get(db: &Db, scope: Scope, id: Uuid) -> Result<Option<RunRow>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let row = sqlx::query_as(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// Up to `limit` recorded events numbered after `after`, in order.
+pub async fn events_after(
+    db: &Db,
+    scope: Scope,
+    id: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<EventRow>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let rows = sqlx::query_as(
+        "SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2
+         ORDER BY seq LIMIT $3",
+    )
+    .bind(id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Announces `payload` on [`RUNS_CHANNEL`].
+pub async fn notify(db: &Db, payload: &str) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(RUNS_CHANNEL)
+        .bind(payload)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// Deletes runs that ended before `before`, with their events and
+/// approvals; returns how many.
+pub async fn purge(db: &Db, before: DateTime<Utc>) -> Result<u64, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let n = sqlx::query("DELETE FROM runs WHERE finished_at IS NOT NULL AND finished_at < $1")
+        .bind(before)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(n)
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
+#[sqlx(type_name = "approval_status", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ApprovalRow {
+    pub run_id: Uuid,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub annotations: Value,
+    pub why: String,
+    pub parent_call_id: Option<String>,
+    pub status: ApprovalStatus,
+    pub reason: Option<String>,
+    pub remember: bool,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub answered_at: Option<DateTime<Utc>>,
+    pub answered_by: Option<Uuid>,
+}
+
+const APPROVAL_COLUMNS: &str = "run_id, call_id, tool, arguments, annotations, why, parent_call_id, \
+     status, reason, remember, created_at, expires_at, answered_at, answered_by";
+
+/// A call waiting for a person.
+#[derive(Debug, Clone)]
+pub struct NewApproval<'a> {
+    pub run_id: Uuid,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub annotations: &'a Value,
+    pub why: &'a str,
+    pub parent_call_id: Option<&'a str>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Records a pending approval (again: a retried call keeps the first).
+pub async fn ask(db: &Db, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query(
+        "INSERT INTO run_approvals (run_id, call_id, tool, arguments, annotations, why, parent_call_id, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+    )
+    .bind(a.run_id)
+    .bind(a.call_id)
+    .bind(a.tool)
+    .bind(a.arguments)
+    .bind(a.annotations)
+    .bind(a.why)
+    .bind(a.parent_call_id)
+    .bind(a.expires_at)
+    .execute(&mut *tx)
+    .await?;
+    let row = sqlx::query_as(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+    ))
+    .bind(a.run_id)
+    .bind(a.call_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// One approval, if `scope` may see it.
+pub async fn approval(
+    db: &Db,
+    scope: Scope,
+    run_id: Uuid,
+    call_id: &str,
+) -> Result<Option<ApprovalRow>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let row = sqlx::query_as(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+    ))
+    .bind(run_id)
+    .bind(call_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// A run's approvals still waiting, oldest first.
+pub async fn pending(db: &Db, scope: Scope, run_id: Uuid) -> Result<Vec<ApprovalRow>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let rows = sqlx::query_as(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND status = 'pending'
+         ORDER BY created_at, call_id"
+    ))
+    .bind(run_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// A person's answer to one approval.
+#[derive(Debug, Clone)]
+pub struct Answer<'a> {
+    pub approved: bool,
+    pub reason: Option<&'a str>,
+    pub remember: bool,
+    pub by: Uuid,
+}
+
+/// Settles a pending, unexpired approval with `answer` (acting as `scope`,
+/// so only those who may see the run can) and announces it. `Ok(None)`: no
+/// such approval for `scope`; a row that is not pending any more comes back
+/// as it is, unchanged.
+pub async fn answer(
+    db: &Db,
+    scope: Scope,
+    run_id: Uuid,
+    call_id: &str,
+    answer: &Answer<'_>,
+) -> Result<Option<(ApprovalRow, bool)>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let status = if answer.approved {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Denied
+    };
+    let settled: Option<ApprovalRow> = sqlx::query_as(&format!(
+        "UPDATE run_approvals SET status = $3, reason = $4, remember = $5, answered_at = now(), answered_by = $6
+         WHERE run_id = $1 AND call_id = $2 AND status = 'pending' AND expires_at > now()
+         RETURNING {APPROVAL_COLUMNS}"
+    ))
+    .bind(run_id)
+    .bind(call_id)
+    .bind(status)
+    .bind(answer.reason)
+    .bind(answer.approved && answer.remember)
+    .bind(answer.by)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let result = match settled {
+        Some(row) => {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(RUNS_CHANNEL)
+                .bind(format!("a:{run_id}:{call_id}"))
+                .execute(&mut *tx)
+                .await?;
+            Some((row, true))
+        }
+        None => sqlx::query_as(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+        ))
+        .bind(run_id)
+        .bind(call_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| (row, false)),
+    };
+    tx.commit().await?;
+    Ok(result)
+}
+
+/// Settles a pending approval as expired (or cancelled, by `reason`); the
+/// row as it stands afterwards, which an answer that came first decides.
+pub async fn expire(
+    db: &Db,
+    run_id: Uuid,
+    call_id: &str,
+    reason: &str,
+) -> Result<Option<ApprovalRow>, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    sqlx::query(
+        "UPDATE run_approvals SET status = 'expired', reason = $3, answered_at = now()
+         WHERE run_id = $1 AND call_id = $2 AND status = 'pending'",
+    )
+    .bind(run_id)
+    .bind(call_id)
+    .bind(reason)
+    .execute(&mut *tx)
+    .await?;
+    let row = sqlx::query_as(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+    ))
+    .bind(run_id)
+    .bind(call_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// Whether `user` approved `tool` with "remember" in an earlier run of the
+/// conversation.
+pub async fn remembered(
+    db: &Db,
+    user_id: Uuid,
+    conversation_id: Uuid,
+    tool: &str,
+) -> Result<bool, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let found: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM run_approvals a JOIN runs r ON r.id = a.run_id
+         WHERE r.conversation_id = $1 AND r.user_id = $2 AND a.tool = $3
+           AND a.status = 'approved' AND a.remember)",
+    )
+    .bind(conversation_id)
+    .bind(user_id)
+    .bind(tool)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(found)
+}
+
+/// Settles what a run that ended still waited for as expired.
+pub async fn settle_pending(db: &Db, run_id: Uuid) -> Result<u64, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let n = sqlx::query(
+        "UPDATE run_approvals SET status = 'expired', reason = 'the run ended before an answer',
+             answered_at = now()
+         WHERE run_id = $1 AND status = 'pending'",
+    )
+    .bind(run_id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(n)
+}
