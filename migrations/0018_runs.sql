@@ -21,6 +21,7 @@ CREATE TABLE runs (
 CREATE INDEX runs_user ON runs (user_id, created_at DESC);
 CREATE INDEX runs_conversation ON runs (conversation_id);
 CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX runs_running ON runs (alive_at) WHERE status = 'running';
 
 CREATE TABLE run_events (
     run_id  uuid NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

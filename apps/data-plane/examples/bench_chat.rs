@@ -71,7 +71,13 @@ async fn bench() -> Bench {
     )
     .unwrap()
     // One user opens every stream of the benchmark, far more than a person's limits.
-    .with_chat_limits(0, 0);
+    .with_chat_limits(0, 0)
+    // A closed stream stops its run at once, as before runs had a grace
+    // period, so the idle figures count open streams only.
+    .with_runs(data_plane_runs::RunsConfig {
+        grace: Duration::ZERO,
+        ..Default::default()
+    });
     let token = jwt
         .issue(
             user,

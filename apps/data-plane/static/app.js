@@ -259,6 +259,7 @@ async function loadSpaces() {
 class Turn {
   constructor(container, runId) {
     this.runId = runId || null;
+    this.lastId = 0; // the id of the last event shown, for reattaching
     this.approvals = new Map(); // call_id -> approval box
     this.bubble = el("div", "message assistant");
     this.bubble.setAttribute("aria-label", "Assistant");
@@ -499,7 +500,7 @@ class Turn {
     const remember = el("input");
     remember.type = "checkbox";
     remember.id = rememberId;
-    const rememberLabel = el("label", "approval-label", "Allow " + data.tool + " for the rest of this conversation");
+    const rememberLabel = el("label", "approval-label", "Don't ask again in this conversation");
     rememberLabel.htmlFor = rememberId;
     const approve = el("button", "primary", "Approve");
     approve.type = "button";
@@ -598,6 +599,13 @@ class Turn {
     if (this.ended) return;
     this.ended = true;
     this.bubble.dataset.state = how;
+    // A card nobody answered cannot be answered any more.
+    for (const box of this.approvals.values()) {
+      if (box.dataset.state) continue;
+      for (const c of box.controls) c.disabled = true;
+      box.dataset.state = "expired";
+      box.status.textContent = "The run ended before an answer.";
+    }
   }
 
   // The messages this turn adds to the conversation. Calls that never got a
@@ -640,9 +648,10 @@ function setRunning(running) {
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Reads one response's events into the turn; the id of the last event read.
-async function readEvents(response, turn, lastId) {
-  let last = lastId;
+// Reads one response's events into the turn, skipping those it has shown
+// (by id); `turn.lastId` follows every event, so a read that breaks off
+// leaves it at the last one shown.
+async function readEvents(response, turn) {
   const parser = new SseParser((e) => {
     let data = {};
     try {
@@ -651,9 +660,9 @@ async function readEvents(response, turn, lastId) {
       return;
     }
     const id = Number(e.id);
-    if (Number.isInteger(id)) {
-      if (id <= last) return; // seen before the connection broke
-      last = id;
+    if (e.id !== null && Number.isInteger(id)) {
+      if (id <= turn.lastId) return; // shown before the connection broke
+      turn.lastId = id;
     }
     const kind = data.type || e.event;
     if (kind === "run") {
@@ -673,24 +682,22 @@ async function readEvents(response, turn, lastId) {
     parser.push(value);
   }
   parser.push("\n\n"); // a last event the server did not terminate
-  return last;
 }
 
 // Follows a run to its end: this response first, then, whenever the
 // connection breaks before the run's last event, the run again from the
 // last event seen (the server replays what was missed).
 async function follow(turn, first, signal) {
-  let last = 0;
   let response = first;
   let tries = 0;
   for (;;) {
     try {
       if (!response) {
-        const headers = { Authorization: "Bearer " + state.token, "Last-Event-ID": String(last) };
+        const headers = { Authorization: "Bearer " + state.token, "Last-Event-ID": String(turn.lastId) };
         response = await fetch("/v1/runs/" + turn.runId + "/events", { headers, signal });
         if (!response.ok) throw await readError(response);
       }
-      last = await readEvents(response, turn, last);
+      await readEvents(response, turn);
       tries = 0;
       if (turn.ended) return;
     } catch (error) {
@@ -717,8 +724,7 @@ function addQuestion(text) {
 
 // Runs `turn` to its end (from `response`, or the run's start), keeps the
 // messages it adds, and frees the composer.
-async function runTurn(turn, response) {
-  const controller = new AbortController();
+async function runTurn(turn, response, controller = new AbortController()) {
   setRunning({ controller, turn });
   setStatus("chat-status", "Answering…", "info");
   try {
@@ -757,13 +763,18 @@ async function send(event) {
   const space = $("space-select").value;
   const options = {};
   if (state.chat.conversationId) options.conversationId = state.chat.conversationId;
+  // Busy from here: a second Enter sends nothing.
+  const controller = new AbortController();
+  setRunning({ controller, turn });
   let response = null;
   try {
-    response = await api("POST", "/v1/chat", { messages: state.messages, spaceId: space || null, options });
+    response = await api("POST", "/v1/chat", { messages: state.messages, spaceId: space || null, options }, controller.signal);
   } catch (error) {
-    turn.fail(error instanceof ApiError ? error.message : describe(error), error.code);
+    if (controller.signal.aborted) turn.stopped();
+    else turn.fail(error instanceof ApiError ? error.message : describe(error), error.code);
     if (error instanceof ApiError && error.status === 401) handleAuthError(error, "chat-status");
     state.messages.pop();
+    setRunning(null);
     input.focus();
     return;
   }
@@ -771,7 +782,7 @@ async function send(event) {
   state.chat.space = space;
   state.chat.turns.push({ text, runId: turn.runId });
   saveChat();
-  await runTurn(turn, response);
+  await runTurn(turn, response, controller);
   input.focus();
 }
 
@@ -807,6 +818,8 @@ async function restoreChat() {
   if (turns.length === 0 || !state.token) return;
   setStatus("chat-status", "Restoring the conversation…", "info");
   const log = $("log");
+  // Busy while the earlier turns are drawn: nothing is sent half-restored.
+  setRunning({ controller: new AbortController(), turn: { runId: null } });
   for (let i = 0; i < turns.length; i++) {
     const { text, runId } = turns[i];
     addQuestion(text);
@@ -814,6 +827,7 @@ async function restoreChat() {
     const turn = new Turn(log, runId);
     if (i === turns.length - 1) {
       log.scrollTop = log.scrollHeight;
+      setRunning(null);
       await runTurn(turn, null);
       continue;
     }
@@ -901,6 +915,8 @@ function start() {
   $("settings-form").addEventListener("change", changeSetting);
   $("settings-form").addEventListener("submit", (e) => e.preventDefault());
   if (state.token) {
+    // The restored conversation's space, picked before the list loads.
+    if (state.chat.turns.length > 0) localStorage.setItem(SPACE_KEY, state.chat.space || "");
     show("chat");
     restoreChat();
   } else {

@@ -328,6 +328,13 @@ async fn a_reader_that_drops_mid_answer_resumes_with_last_event_id_and_misses_no
         .unwrap();
     let replay = Events::of(r).rest().await;
     assert_eq!(replay, got);
+    // Reconnecting after the last event (what EventSource does when a
+    // stream closes) finds nothing more, and no made-up error.
+    let after_end = resume(&base, &token, &run_id, Some(got.len() as i64))
+        .await
+        .rest()
+        .await;
+    assert_eq!(after_end, []);
     let (status, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
     assert_eq!(status, 200);
     assert_eq!(run["status"], "done");
@@ -350,6 +357,33 @@ async fn a_reader_that_drops_mid_answer_resumes_with_last_event_id_and_misses_no
             .contains("Last-Event-ID"),
         "{body}"
     );
+}
+
+/// PostgreSQL's jsonb holds no NUL: a model that writes one neither stops
+/// the recorder nor makes the replay differ from what was sent.
+#[tokio::test]
+async fn a_nul_in_the_model_text_is_sent_and_replayed_alike() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["before\u{0}after", " and more"]));
+    model.push(text_reply(&["next turn"]));
+    let base = w.server(&model, RunsConfig::default()).await;
+    let token = w.alice();
+    let mut first = chat(&base, &token, json!({"messages": [user("hi")]})).await;
+    let run_id = first.run_id.clone().unwrap();
+    let live = first.rest().await;
+    assert_eq!(live[1].2["text"], "before\u{FFFD}after");
+    let replay = resume(&base, &token, &run_id, Some(0)).await.rest().await;
+    assert_eq!(replay, live);
+    // The recorder went on: the next run is recorded whole too.
+    let mut second = chat(&base, &token, json!({"messages": [user("again")]})).await;
+    let second_id = second.run_id.clone().unwrap();
+    let live = second.rest().await;
+    let replay = resume(&base, &token, &second_id, Some(0))
+        .await
+        .rest()
+        .await;
+    assert_eq!(replay, live);
 }
 
 #[tokio::test]
@@ -498,10 +532,10 @@ async fn fetch_web_page_asks_before_an_untrusted_host_and_remember_holds_for_the
         "{result}"
     );
 
-    // 3. The same conversation again: no question asked.
+    // 3. The same conversation again: no question asked for that host...
     model.push(call("call_model_f3", "fetch_web_page", fetch));
     model.push(text_reply(&["Still blocked."]));
-    let all = chat(&base, &token, body).await.rest().await;
+    let all = chat(&base, &token, body.clone()).await.rest().await;
     assert_eq!(
         kinds(&all),
         [
@@ -513,6 +547,25 @@ async fn fetch_web_page_asks_before_an_untrusted_host_and_remember_holds_for_the
             "done"
         ]
     );
+    // ...but another host asks again: "remember" covers what was approved.
+    model.push(call(
+        "call_model_f3b",
+        "fetch_web_page",
+        r#"{"url":"http://10.20.30.41/"}"#,
+    ));
+    let mut turn = chat(&base, &token, body).await;
+    let run3 = turn.run_id.clone().unwrap();
+    let asked = turn.until("approval_request").await;
+    assert!(
+        asked.last().unwrap().2["why"]
+            .as_str()
+            .unwrap()
+            .contains("10.20.30.41"),
+        "{asked:?}"
+    );
+    let (status, _) = post(&format!("{base}/v1/runs/{run3}/stop"), &token, json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(kinds(&turn.rest().await), ["approval_result", "done"]);
 
     // 4. A trusted host asks nobody, in a new conversation too.
     w.settings(
@@ -725,7 +778,10 @@ async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
     turn.until("approval_request").await;
     let (status, body) = post(&format!("{base}/v1/runs/{run_id}/stop"), &token, json!({})).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("stopped")));
-    assert_eq!(kinds(&turn.rest().await), ["done"]);
+    let rest = turn.rest().await;
+    assert_eq!(kinds(&rest), ["approval_result", "done"]);
+    assert_eq!(rest[0].2["status"], "expired");
+    assert_eq!(rest[0].2["reason"], "the call was stopped before an answer");
     let (status, body) = post(
         &format!("{base}/v1/runs/{run_id}/approvals/call_model_info"),
         &token,
@@ -845,5 +901,5 @@ async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() 
     let (status, body) = post(&format!("{other}/v1/runs/{run2}/stop"), &token, json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "stopped");
-    assert_eq!(kinds(&turn.rest().await), ["done"]);
+    assert_eq!(kinds(&turn.rest().await), ["approval_result", "done"]);
 }

@@ -29,13 +29,42 @@ impl RunApprover {
     }
 }
 
-/// Counts a call as waiting while it lives.
-struct Waiting<'a>(&'a LiveRun, &'a str);
+/// Counts a call as waiting while it lives. Dropped before the approval
+/// was settled (the call was stopped: a stop, the sub-agent's time limit),
+/// it settles it as expired and says so on the stream, in the background.
+struct Waiting {
+    inner: Arc<Inner>,
+    run: Arc<LiveRun>,
+    call_id: String,
+    settled: bool,
+}
 
-impl Drop for Waiting<'_> {
+impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.waiting.send_modify(|n| *n = n.saturating_sub(1));
-        self.0.forget_waiter(self.1);
+        self.run.waiting.send_modify(|n| *n = n.saturating_sub(1));
+        self.run.forget_waiter(&self.call_id);
+        if self.settled {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let approver = RunApprover::new(self.inner.clone(), self.run.clone());
+        let call_id = std::mem::take(&mut self.call_id);
+        self.run.settling.send_modify(|n| *n += 1);
+        runtime.spawn(async move {
+            let reason = store::STOPPED_BEFORE_ANSWER;
+            match store::expire(&approver.inner.db, approver.run.id, &call_id, reason).await {
+                Ok(Some((row, true))) => {
+                    approver.settled(&row).await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(run_id = %approver.run.id, error = %e, "cannot settle a stopped approval")
+                }
+            }
+            approver.run.settling.send_modify(|n| *n = n.saturating_sub(1));
+        });
     }
 }
 
@@ -51,12 +80,13 @@ impl Approver for RunApprover {
         let tool = entry.name.as_str();
         let run = &self.run;
         let db = &self.inner.db;
-        if lock(&run.remembered).contains(tool) {
+        let remembered_as = (tool.to_string(), why.to_string());
+        if lock(&run.remembered).contains(&remembered_as) {
             return Approval::Approved;
         }
-        match store::remembered(db, run.user_id, run.conversation_id, tool).await {
+        match store::remembered(db, run.user_id, run.conversation_id, tool, why).await {
             Ok(true) => {
-                lock(&run.remembered).insert(tool.to_string());
+                lock(&run.remembered).insert(remembered_as);
                 return Approval::Approved;
             }
             Ok(false) => {}
@@ -93,7 +123,12 @@ impl Approver for RunApprover {
         };
         let waiter = run.waiter(&call_id);
         run.waiting.send_modify(|n| *n += 1);
-        let _waiting = Waiting(run, &call_id);
+        let mut waiting = Waiting {
+            inner: self.inner.clone(),
+            run: run.clone(),
+            call_id: call_id.clone(),
+            settled: false,
+        };
         let mut request_event = json!({
             "call_id": call_id,
             "tool": tool,
@@ -118,7 +153,7 @@ impl Approver for RunApprover {
                 () = tokio::time::sleep_until(deadline) => {
                     let reason = format!("nobody answered within {} s", timeout.as_secs());
                     match store::expire(db, run.id, &call_id, &reason).await {
-                        Ok(Some(settled)) => { row = settled; continue; }
+                        Ok(Some((settled, _))) => { row = settled; continue; }
                         Ok(None) => {}
                         Err(e) => tracing::warn!(run_id = %run.id, error = %e, "cannot expire an approval"),
                     }
@@ -134,16 +169,18 @@ impl Approver for RunApprover {
                 Err(e) => tracing::warn!(run_id = %run.id, error = %e, "cannot read an approval"),
             }
         }
-        self.settled(&row, ctx.parent_call_id.as_deref()).await
+        waiting.settled = true;
+        drop(waiting);
+        self.settled(&row).await
     }
 }
 
 impl RunApprover {
     /// Tells the stream how the approval was settled; the registry's answer.
-    async fn settled(&self, row: &ApprovalRow, parent: Option<&str>) -> Approval {
+    pub async fn settled(&self, row: &ApprovalRow) -> Approval {
         let approved = row.status == ApprovalStatus::Approved;
         if approved && row.remember {
-            lock(&self.run.remembered).insert(row.tool.clone());
+            lock(&self.run.remembered).insert((row.tool.clone(), row.why.clone()));
         }
         let mut event = json!({
             "call_id": row.call_id,
@@ -155,7 +192,7 @@ impl RunApprover {
         if let Some(reason) = &row.reason {
             event["reason"] = json!(reason);
         }
-        if let Some(parent) = parent {
+        if let Some(parent) = &row.parent_call_id {
             event["parent_call_id"] = json!(parent);
         }
         self.run.emit(&self.inner, "approval_result", event).await;

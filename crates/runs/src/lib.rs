@@ -79,6 +79,8 @@ impl RunEvent {
 pub enum RunsError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the run's task failed: {0}")]
+    Task(String),
 }
 
 /// A run just started.
@@ -111,6 +113,14 @@ struct Inner {
     /// records new events.
     followed: Mutex<HashMap<Uuid, watch::Sender<i64>>>,
     recorder: mpsc::Sender<recorder::Item>,
+    /// Cancelled when the last handle goes: ends the listener and upkeep.
+    closed: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -128,12 +138,19 @@ impl Runs {
             live: Mutex::new(HashMap::new()),
             followed: Mutex::new(HashMap::new()),
             recorder: tx,
+            closed: tokio_util::sync::CancellationToken::new(),
         });
-        tokio::spawn(recorder::run(db, rx));
-        let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move { listen(weak).await });
-        let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move { upkeep(weak).await });
+        tokio::spawn(recorder::run(db.clone(), rx));
+        for task in [listen as fn(_) -> _, upkeep, purge] {
+            let weak = Arc::downgrade(&inner);
+            let closed = inner.closed.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = closed.cancelled() => {}
+                    () = task(weak) => {}
+                }
+            });
+        }
         Runs { inner }
     }
 
@@ -156,39 +173,39 @@ impl Runs {
         conversation_id: Option<Uuid>,
         hold: Box<dyn Send + Sync>,
     ) -> Result<Started, RunsError> {
-        let run_id = Uuid::now_v7();
-        let conversation_id = conversation_id.unwrap_or(run_id);
-        store::create(
-            &self.inner.db,
-            run_id,
-            ctx.user_id,
-            ctx.space_id,
-            conversation_id,
-        )
-        .await?;
-        let live = LiveRun::new(run_id, ctx.user_id, conversation_id);
-        lock(&self.inner.live).insert(run_id, live.clone());
-        live.emit(
-            &self.inner,
-            "run",
-            serde_json::json!({
-                "run_id": run_id,
-                "conversation_id": conversation_id,
-            }),
-        )
-        .await;
-        tokio::spawn(live::drive(
-            self.inner.clone(),
-            live,
-            agent,
-            request,
-            ctx,
-            hold,
-        ));
-        Ok(Started {
-            run_id,
-            conversation_id,
+        let inner = self.inner.clone();
+        // Its own task: a request cancelled half-way through must not leave
+        // a run recorded and never driven.
+        tokio::spawn(async move {
+            let run_id = Uuid::now_v7();
+            let conversation_id = conversation_id.unwrap_or(run_id);
+            store::create(
+                &inner.db,
+                run_id,
+                ctx.user_id,
+                ctx.space_id,
+                conversation_id,
+            )
+            .await?;
+            let live = LiveRun::new(run_id, ctx.user_id, conversation_id);
+            lock(&inner.live).insert(run_id, live.clone());
+            live.emit(
+                &inner,
+                "run",
+                serde_json::json!({
+                    "run_id": run_id,
+                    "conversation_id": conversation_id,
+                }),
+            )
+            .await;
+            tokio::spawn(live::drive(inner.clone(), live, agent, request, ctx, hold));
+            Ok(Started {
+                run_id,
+                conversation_id,
+            })
         })
+        .await
+        .unwrap_or_else(|e| Err(RunsError::Task(e.to_string())))
     }
 
     /// The run's events numbered after `after`, then its new ones as they
@@ -234,10 +251,7 @@ impl Runs {
             if row.status != RunStatus::Running {
                 return Ok(row.status);
             }
-            let stale =
-                chrono::Utc::now() - chrono::Duration::from_std(LOST_AFTER).unwrap_or_default();
-            if row.alive_at < stale {
-                store::mark_lost(&inner.db, run_id, stale).await?;
+            if store::mark_lost(&inner.db, run_id, LOST_AFTER).await? {
                 return Ok(RunStatus::Lost);
             }
             if tokio::time::Instant::now() >= until {
@@ -254,7 +268,11 @@ impl Runs {
 }
 
 /// Hears what other replicas (and this one's endpoints) announce.
-async fn listen(inner: std::sync::Weak<Inner>) {
+fn listen(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(listen_loop(inner))
+}
+
+async fn listen_loop(inner: std::sync::Weak<Inner>) {
     loop {
         let Some(db) = inner.upgrade().map(|i| i.db.clone()) else {
             return;
@@ -361,23 +379,43 @@ impl Inner {
     }
 }
 
-/// Says this replica's runs are alive, forgets followers that left, and
-/// deletes runs past their retention.
-async fn upkeep(inner: std::sync::Weak<Inner>) {
-    let mut tick = tokio::time::interval(ALIVE_EVERY);
-    let mut last_purge: Option<tokio::time::Instant> = None;
-    loop {
-        tick.tick().await;
-        let Some(inner) = inner.upgrade() else {
-            return;
-        };
-        let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
-        if let Err(e) = store::touch(&inner.db, &ids).await {
-            tracing::warn!(error = %e, runs = ids.len(), "cannot mark this replica's runs alive");
+/// Says this replica's runs are alive, marks runs whose replica died as
+/// lost, and forgets followers that left.
+fn upkeep(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let mut tick = tokio::time::interval(ALIVE_EVERY);
+        loop {
+            tick.tick().await;
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
+            if let Err(e) = store::touch(&inner.db, &ids).await {
+                tracing::warn!(error = %e, runs = ids.len(), "cannot mark this replica's runs alive");
+            }
+            match store::sweep_lost(&inner.db, LOST_AFTER).await {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    runs = n,
+                    "runs whose server stopped answering were marked lost"
+                ),
+                Err(e) => tracing::warn!(error = %e, "cannot look for lost runs"),
+            }
+            lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
         }
-        lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
-        if last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY) {
-            last_purge = Some(tokio::time::Instant::now());
+    })
+}
+
+/// Deletes runs past their retention, hourly (apart from the touches, so a
+/// long delete never makes this replica's runs look lost).
+fn purge(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let mut tick = tokio::time::interval(PURGE_EVERY);
+        loop {
+            tick.tick().await;
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
             let retention =
                 chrono::Duration::from_std(inner.config.retention).unwrap_or(chrono::Duration::MAX);
             let before = chrono::Utc::now()
@@ -389,5 +427,5 @@ async fn upkeep(inner: std::sync::Weak<Inner>) {
                 Err(e) => tracing::warn!(error = %e, "cannot delete runs past their retention"),
             }
         }
-    }
+    })
 }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,8 +27,8 @@ use crate::{Inner, RunEvent, lock};
 const RING: usize = 512;
 
 /// How long a run counts as watched after another replica said a client
-/// there reads it (they say so every 10 s).
-const WATCHED_ELSEWHERE_FOR: Duration = Duration::from_secs(25);
+/// there reads it (they say so every 10 s); its grace period starts after.
+const WATCHED_ELSEWHERE_FOR: Duration = Duration::from_secs(15);
 
 pub(crate) struct LiveRun {
     pub id: Uuid,
@@ -49,13 +49,19 @@ pub(crate) struct LiveRun {
     /// recorded).
     pub ended: watch::Sender<Option<RunStatus>>,
     watchers: AtomicUsize,
+    /// Counts the times the last reader here went; a grace timer started
+    /// for an earlier time has nothing to decide.
+    left: AtomicU64,
     watched_until: Mutex<Option<tokio::time::Instant>>,
     /// Approvals waiting here, by call id.
     approvals: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Tools approved with "remember" in this run.
-    pub remembered: Mutex<HashSet<String>>,
+    /// (tool, why) approved with "remember" in this run.
+    pub remembered: Mutex<HashSet<(String, String)>>,
     /// How many calls wait for a person (the deadline stands still).
     pub waiting: watch::Sender<usize>,
+    /// Approvals of stopped calls being settled in the background; the
+    /// run's last event waits for them.
+    pub settling: watch::Sender<usize>,
 }
 
 #[derive(Default)]
@@ -92,10 +98,12 @@ impl LiveRun {
             recorded: watch::channel(0).0,
             ended: watch::channel(None).0,
             watchers: AtomicUsize::new(0),
+            left: AtomicU64::new(0),
             watched_until: Mutex::new(None),
             approvals: Mutex::new(HashMap::new()),
             remembered: Mutex::new(HashSet::new()),
             waiting: watch::channel(0).0,
+            settling: watch::channel(0).0,
         })
     }
 
@@ -106,6 +114,9 @@ impl LiveRun {
         if let Value::Object(map) = &mut data {
             map.insert("type".into(), Value::String(kind.into()));
         }
+        // PostgreSQL's jsonb holds no NUL character: the event is sent as it
+        // will be replayed.
+        without_nul(&mut data);
         let last = kind == "done" || kind == "error";
         let _order = self.emitting.lock().await;
         let event = {
@@ -242,6 +253,24 @@ impl LiveRun {
     }
 }
 
+/// Replaces every NUL in `value`'s strings and keys with U+FFFD.
+fn without_nul(value: &mut Value) {
+    match value {
+        Value::String(s) if s.contains('\0') => *s = s.replace('\0', "\u{FFFD}"),
+        Value::Array(items) => items.iter_mut().for_each(without_nul),
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains('\0')) {
+                let old = std::mem::take(map);
+                for (k, v) in old {
+                    map.insert(k.replace('\0', "\u{FFFD}"), v);
+                }
+            }
+            map.values_mut().for_each(without_nul);
+        }
+        _ => {}
+    }
+}
+
 fn trim(log: &mut Log) {
     while log.events.len() > RING && log.events.front().is_some_and(|e| e.seq <= log.recorded) {
         log.events.pop_front();
@@ -273,16 +302,23 @@ impl Drop for WatchGuard {
             return;
         };
         let run = self.run.clone();
+        let this_time = run.left.fetch_add(1, Ordering::SeqCst) + 1;
         runtime.spawn(async move {
             let mut until = tokio::time::Instant::now() + grace;
             loop {
                 tokio::time::sleep_until(until).await;
-                if run.watchers.load(Ordering::SeqCst) > 0 || run.ended.borrow().is_some() {
+                if run.watchers.load(Ordering::SeqCst) > 0
+                    || run.ended.borrow().is_some()
+                    || run.left.load(Ordering::SeqCst) != this_time
+                {
+                    // Someone reads it, it ended, or a later leave has its
+                    // own timer.
                     return;
                 }
+                // Read elsewhere: the grace period runs from when that stops.
                 match *lock(&run.watched_until) {
-                    Some(elsewhere) if elsewhere > tokio::time::Instant::now() => {
-                        until = elsewhere;
+                    Some(elsewhere) if elsewhere + grace > tokio::time::Instant::now() => {
+                        until = elsewhere + grace;
                         continue;
                     }
                     _ => {}
@@ -381,6 +417,20 @@ pub(crate) async fn drive(
         }
     };
     drop(ctx);
+    // Calls still waiting for an answer will get none: say so first.
+    let mut settling = run.settling.subscribe();
+    let _ = tokio::time::timeout(Duration::from_secs(5), settling.wait_for(|n| *n == 0)).await;
+    match store::settle_pending(&inner.db, run.id).await {
+        Ok(rows) => {
+            let approver = RunApprover::new(inner.clone(), run.clone());
+            for row in rows {
+                approver.settled(&row).await;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(run_id = %run.id, error = %e, "cannot settle the run's open approvals")
+        }
+    }
     // The run's place (a per-user limit) is free before its client hears
     // it ended: a next turn sent at once is admitted.
     drop(hold);
@@ -396,9 +446,6 @@ pub(crate) async fn drive(
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
             }
         }
-    }
-    if let Err(e) = store::settle_pending(&inner.db, run.id).await {
-        tracing::warn!(run_id = %run.id, error = %e, "cannot settle the run's open approvals");
     }
     run.ended.send_replace(Some(status));
     lock(&inner.live).remove(&run.id);

@@ -28,7 +28,6 @@ struct Reader {
     run_id: Uuid,
     last: i64,
     done: bool,
-    started: bool,
     local: Option<Arc<LiveRun>>,
     _guard: Option<WatchGuard>,
     wake: Option<watch::Receiver<i64>>,
@@ -40,14 +39,19 @@ pub(crate) fn events(
     run_id: Uuid,
     after: i64,
 ) -> impl Stream<Item = RunEvent> + Send + 'static {
+    // Watched from now on, even before the response's first poll: a
+    // response never polled still starts the grace period when dropped.
+    let local = inner.live(run_id);
+    let guard = local
+        .as_ref()
+        .map(|live| live.watch().with_grace(inner.config.grace));
     let reader = Reader {
         inner,
         run_id,
         last: after,
         done: false,
-        started: false,
-        local: None,
-        _guard: None,
+        local,
+        _guard: guard,
         wake: None,
         said_watching: None,
     };
@@ -63,16 +67,10 @@ impl Reader {
         if self.done {
             return None;
         }
-        if !self.started {
-            self.started = true;
-            if let Some(live) = self.inner.live(self.run_id) {
-                self._guard = Some(live.watch().with_grace(self.inner.config.grace));
-                self.local = Some(live);
-            }
-        }
         loop {
             if let Some(live) = self.local.clone() {
                 let mut latest = live.latest.subscribe();
+                let mut ended = live.ended.subscribe();
                 match live.after(self.last) {
                     Found::Events(events) => {
                         return Some(self.take(events.iter().map(|e| (**e).clone()).collect()));
@@ -86,11 +84,15 @@ impl Reader {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     Found::Nothing => {
-                        if live.ended.borrow().is_some() {
+                        // Ended: the table has the rest (or says there is none).
+                        if ended.borrow_and_update().is_some() {
                             self.local = None;
                             continue;
                         }
-                        let _ = latest.changed().await;
+                        tokio::select! {
+                            _ = latest.changed() => {}
+                            _ = ended.changed() => {}
+                        }
                     }
                 }
                 continue;
@@ -134,22 +136,27 @@ impl Reader {
                 return None;
             }
             Ok(Some(row)) => {
-                let stale =
-                    chrono::Utc::now() - chrono::Duration::from_std(LOST_AFTER).unwrap_or_default();
-                let lost = row.status == RunStatus::Running
-                    && row.alive_at < stale
-                    && store::mark_lost(&inner.db, self.run_id, stale)
-                        .await
-                        .unwrap_or(false);
+                // Marks it lost when its replica stopped touching it (the
+                // database's clock decides).
+                let lost = row.status == RunStatus::Lost
+                    || (row.status == RunStatus::Running
+                        && store::mark_lost(&inner.db, self.run_id, LOST_AFTER)
+                            .await
+                            .unwrap_or(false));
                 if row.status != RunStatus::Running || lost {
                     // Its last event is recorded before the row says it
-                    // ended; a run that was lost has none.
-                    if let Some(rows) = self.page().await
-                        && !rows.is_empty()
-                    {
-                        return Some(self.take(rows));
+                    // ended; a run that was lost may have none.
+                    match self.page().await {
+                        Some(rows) if !rows.is_empty() => return Some(self.take(rows)),
+                        Some(_) => {}
+                        // The table did not answer: look again.
+                        None => return None,
                     }
                     self.done = true;
+                    if !lost {
+                        // The client has every event already.
+                        return None;
+                    }
                     return Some(vec![RunEvent {
                         seq: self.last + 1,
                         kind: "error".into(),

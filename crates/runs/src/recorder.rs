@@ -1,14 +1,17 @@
 //! Writes runs' events to the table in the order they were sent, in
 //! batches (one transaction, one NOTIFY per run), retrying while the
-//! database is away: an event is never dropped, and a run whose recorder
-//! falls far behind waits for it (the queue is bounded).
+//! database is away; runs wait when the recorder falls far behind (the
+//! queue, shared by this replica's runs, is bounded). A batch the database
+//! refuses for good (an event it cannot store, a run deleted with its
+//! user) is written event by event, a refused event as a placeholder that
+//! keeps its number, so one bad event never holds up the rest.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use data_plane_store::Db;
 use data_plane_store::runs::{self as store, NewEvent};
+use data_plane_store::{Db, StoreError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -37,11 +40,11 @@ pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
                 data: i.event.data.clone(),
             })
             .collect();
-        let mut pause = Duration::from_millis(50);
-        while let Err(e) = store::append(&db, &rows).await {
-            tracing::warn!(error = %e, events = rows.len(), "cannot record run events; retrying");
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(5));
+        if let Err(e) = write(&db, &rows).await {
+            tracing::warn!(error = %e, events = rows.len(), "the database refused a batch of run events; recording them one by one");
+            for row in &rows {
+                one(&db, row).await;
+            }
         }
         let mut highest: HashMap<Uuid, (Arc<LiveRun>, i64)> = HashMap::new();
         for item in batch.drain(..) {
@@ -53,5 +56,43 @@ pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
         for (run, seq) in highest.into_values() {
             run.mark_recorded(seq);
         }
+    }
+}
+
+/// Writes `rows`, retrying while the failure may pass; the error that will
+/// not.
+async fn write(db: &Db, rows: &[NewEvent]) -> Result<(), StoreError> {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match store::append(db, rows).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(error = %e, events = rows.len(), "cannot record run events; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes one event, or in its place a placeholder saying it could not be
+/// recorded; nothing when even that is refused (the run is gone).
+async fn one(db: &Db, row: &NewEvent) {
+    let Err(e) = write(db, std::slice::from_ref(row)).await else {
+        return;
+    };
+    tracing::warn!(run_id = %row.run_id, seq = row.seq, kind = %row.kind, error = %e, "a run event could not be recorded; a placeholder keeps its place");
+    let placeholder = NewEvent {
+        run_id: row.run_id,
+        seq: row.seq,
+        kind: row.kind.clone(),
+        data: serde_json::json!({
+            "type": row.kind,
+            "unrecorded": "this event could not be stored; it was sent live only",
+        }),
+    };
+    if let Err(e) = write(db, std::slice::from_ref(&placeholder)).await {
+        tracing::warn!(run_id = %row.run_id, seq = row.seq, error = %e, "not even a placeholder could be recorded; the run is probably gone");
     }
 }

@@ -144,21 +144,37 @@ pub async fn finish(
     Ok(done == 1)
 }
 
-/// Marks the run lost when it is still running and its replica stopped
-/// touching it before `before`; `true` when it did.
-pub async fn mark_lost(db: &Db, id: Uuid, before: DateTime<Utc>) -> Result<bool, StoreError> {
+/// Marks the run lost when it is still running and its replica has not
+/// touched it for `after` (by the database's clock); `true` when it did.
+pub async fn mark_lost(db: &Db, id: Uuid, after: std::time::Duration) -> Result<bool, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let done = sqlx::query(
         "UPDATE runs SET status = 'lost', finished_at = now()
-         WHERE id = $1 AND status = 'running' AND alive_at < $2",
+         WHERE id = $1 AND status = 'running' AND alive_at < now() - make_interval(secs => $2)",
     )
     .bind(id)
-    .bind(before)
+    .bind(after.as_secs_f64())
     .execute(&mut *tx)
     .await?
     .rows_affected();
     tx.commit().await?;
     Ok(done == 1)
+}
+
+/// Marks every running run that no replica touched for `after` as lost
+/// (its replica died); returns how many.
+pub async fn sweep_lost(db: &Db, after: std::time::Duration) -> Result<u64, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let n = sqlx::query(
+        "UPDATE runs SET status = 'lost', finished_at = now()
+         WHERE status = 'running' AND alive_at < now() - make_interval(secs => $1)",
+    )
+    .bind(after.as_secs_f64())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(n)
 }
 
 /// Says the runs are still being run by this replica.
@@ -276,12 +292,22 @@ pub struct NewApproval<'a> {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Records a pending approval (again: a retried call keeps the first).
+/// Records a pending approval. A retried call (same id, tool and
+/// arguments) keeps the first, settled or not; a settled row of another
+/// call that reused the id (some models number calls afresh each step)
+/// becomes this call's, pending.
 pub async fn ask(db: &Db, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
         "INSERT INTO run_approvals (run_id, call_id, tool, arguments, annotations, why, parent_call_id, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (run_id, call_id) DO UPDATE SET tool = EXCLUDED.tool,
+             arguments = EXCLUDED.arguments, annotations = EXCLUDED.annotations,
+             why = EXCLUDED.why, parent_call_id = EXCLUDED.parent_call_id,
+             status = 'pending', reason = NULL, remember = false, created_at = now(),
+             expires_at = EXCLUDED.expires_at, answered_at = NULL, answered_by = NULL
+         WHERE run_approvals.status <> 'pending'
+           AND (run_approvals.tool <> EXCLUDED.tool OR run_approvals.arguments <> EXCLUDED.arguments)",
     )
     .bind(a.run_id)
     .bind(a.call_id)
@@ -398,70 +424,83 @@ pub async fn answer(
     Ok(result)
 }
 
-/// Settles a pending approval as expired (or cancelled, by `reason`); the
-/// row as it stands afterwards, which an answer that came first decides.
+/// Settles a pending approval as expired (or stopped, by `reason`): the
+/// row as it stands afterwards, which an answer that came first decides,
+/// and whether this call settled it.
 pub async fn expire(
     db: &Db,
     run_id: Uuid,
     call_id: &str,
     reason: &str,
-) -> Result<Option<ApprovalRow>, StoreError> {
+) -> Result<Option<(ApprovalRow, bool)>, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
-    sqlx::query(
+    let settled: Option<ApprovalRow> = sqlx::query_as(&format!(
         "UPDATE run_approvals SET status = 'expired', reason = $3, answered_at = now()
-         WHERE run_id = $1 AND call_id = $2 AND status = 'pending'",
-    )
-    .bind(run_id)
-    .bind(call_id)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    let row = sqlx::query_as(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+         WHERE run_id = $1 AND call_id = $2 AND status = 'pending'
+         RETURNING {APPROVAL_COLUMNS}"
     ))
     .bind(run_id)
     .bind(call_id)
+    .bind(reason)
     .fetch_optional(&mut *tx)
     .await?;
+    let row = match settled {
+        Some(row) => Some((row, true)),
+        None => sqlx::query_as(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
+        ))
+        .bind(run_id)
+        .bind(call_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| (row, false)),
+    };
     tx.commit().await?;
     Ok(row)
 }
 
-/// Whether `user` approved `tool` with "remember" in an earlier run of the
-/// conversation.
+/// Whether `user` approved `tool`, asked for the same reason `why`, with
+/// "remember" in a run of the conversation (for fetch_web_page the reason
+/// names the host, so a remembered approval covers that host only).
 pub async fn remembered(
     db: &Db,
     user_id: Uuid,
     conversation_id: Uuid,
     tool: &str,
+    why: &str,
 ) -> Result<bool, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let found: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM run_approvals a JOIN runs r ON r.id = a.run_id
-         WHERE r.conversation_id = $1 AND r.user_id = $2 AND a.tool = $3
+         WHERE r.conversation_id = $1 AND r.user_id = $2 AND a.tool = $3 AND a.why = $4
            AND a.status = 'approved' AND a.remember)",
     )
     .bind(conversation_id)
     .bind(user_id)
     .bind(tool)
+    .bind(why)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(found)
 }
 
-/// Settles what a run that ended still waited for as expired.
-pub async fn settle_pending(db: &Db, run_id: Uuid) -> Result<u64, StoreError> {
+/// Why an approval whose call (or run) was stopped has no answer.
+pub const STOPPED_BEFORE_ANSWER: &str = "the call was stopped before an answer";
+
+/// Settles what a run that ended still waited for as expired; the rows it
+/// settled.
+pub async fn settle_pending(db: &Db, run_id: Uuid) -> Result<Vec<ApprovalRow>, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
-    let n = sqlx::query(
-        "UPDATE run_approvals SET status = 'expired', reason = 'the run ended before an answer',
-             answered_at = now()
-         WHERE run_id = $1 AND status = 'pending'",
-    )
+    let rows = sqlx::query_as(&format!(
+        "UPDATE run_approvals SET status = 'expired', reason = $2, answered_at = now()
+         WHERE run_id = $1 AND status = 'pending'
+         RETURNING {APPROVAL_COLUMNS}"
+    ))
     .bind(run_id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    .bind(STOPPED_BEFORE_ANSWER)
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(n)
+    Ok(rows)
 }

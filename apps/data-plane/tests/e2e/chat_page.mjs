@@ -206,7 +206,7 @@ try {
   const approvedTurn = page.locator(".message.assistant").nth(5);
   const second = approvedTurn.getByRole("group", { name: "Approval for fetch_web_page" });
   await second.waitFor();
-  await second.getByLabel("Allow fetch_web_page for the rest of this conversation").check();
+  await second.getByLabel("Don't ask again in this conversation").check();
   await second.getByRole("button", { name: "Approve" }).click();
   await second.locator(".approval-status", { hasText: "Approved for this conversation." }).waitFor();
   await approvedTurn.locator(".tool-result").waitFor();
