@@ -294,6 +294,19 @@ async fn replay(b: &Bench, model: &FakeModel, base: &str) {
         assert_eq!(read, events);
         table.push(events as f64 / started.elapsed().as_secs_f64());
     }
+    let mut tx = b.state.db.begin(Scope::System).await.unwrap();
+    let (bytes, rows): (i64, i64) = sqlx::query_as(
+        "SELECT pg_total_relation_size('run_events'), (SELECT count(*) FROM run_events)",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    println!("runs_table_rows {rows}");
+    println!(
+        "runs_table_bytes_per_event {:.0}",
+        bytes as f64 / rows.max(1) as f64
+    );
     println!("runs_replay_events {events}");
     println!("runs_replay_http_events_per_s {:.0}", median(&mut http));
     println!("runs_replay_table_events_per_s {:.0}", median(&mut table));

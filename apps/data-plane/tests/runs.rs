@@ -12,6 +12,7 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use data_plane::auth::JwtKeys;
@@ -384,6 +385,52 @@ async fn a_nul_in_the_model_text_is_sent_and_replayed_alike() {
         .rest()
         .await;
     assert_eq!(replay, live);
+}
+
+/// The grace period runs from the last time the last reader went: an
+/// earlier leave's timer does not stop a run that was read again since.
+#[tokio::test]
+async fn the_grace_period_counts_from_the_last_leave() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    model.push(slow_text(80, Duration::from_millis(100)));
+    let grace = Duration::from_secs(3);
+    let base = w
+        .server(
+            &model,
+            RunsConfig {
+                grace,
+                ..RunsConfig::default()
+            },
+        )
+        .await;
+    let token = w.alice();
+    let mut first = chat(&base, &token, json!({"messages": [user("talk")]})).await;
+    let run_id = first.run_id.clone().unwrap();
+    let mut got = first.until("text_delta").await;
+    drop(first);
+    let left = std::time::Instant::now();
+    // Back after 0.2 s, gone again after 2 s: an abandonment timed from
+    // the first leave would come at 3 s.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut second = resume(&base, &token, &run_id, Some(got.last().unwrap().0)).await;
+    while left.elapsed() < Duration::from_secs(2) {
+        got.push(second.next().await.unwrap());
+    }
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let (_, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
+    assert_eq!(
+        run["status"],
+        "running",
+        "stopped {:?} after the first leave",
+        left.elapsed()
+    );
+    let mut third = resume(&base, &token, &run_id, Some(got.last().unwrap().0)).await;
+    got.extend(third.rest().await);
+    assert_eq!(got.last().unwrap().2["reason"], "stop");
+    let expected: Vec<i64> = (1..=got.len() as i64).collect();
+    assert_eq!(ids(&got), expected);
 }
 
 #[tokio::test]
@@ -792,6 +839,98 @@ async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
     let (_, run) = get(&format!("{base}/v1/runs/{run_id}"), &token).await;
     assert_eq!(run["status"], "stopped");
     assert_eq!(run["pending_approvals"], json!([]));
+}
+
+/// A remote module whose one tool never answers; counts the calls whose
+/// caller hung up.
+struct Stalling {
+    hung_up: std::sync::atomic::AtomicUsize,
+}
+
+/// The server's handle on it.
+struct StallingHandler(Arc<Stalling>);
+
+impl data_plane_testkit::http::Handler for StallingHandler {
+    fn respond(
+        &self,
+        request: data_plane_testkit::http::Request,
+    ) -> data_plane_testkit::http::Response {
+        use data_plane_testkit::http::Response;
+        let json = vec![("content-type".to_string(), "application/json".to_string())];
+        if request.path.starts_with("/manifest") {
+            let manifest = json!({
+                "name": "slow",
+                "tools": [{"name": "slow.wait", "description": "Waits for a long time."}]
+            });
+            return Response::whole(200, json, manifest.to_string());
+        }
+        let answer = json!({"success": true, "data": {"waited": true}});
+        Response::Delayed(
+            Duration::from_secs(120),
+            Box::new(Response::whole(200, json, answer.to_string())),
+        )
+    }
+
+    fn finished(&self, complete: bool) {
+        if !complete {
+            self.0
+                .hung_up
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test]
+async fn stop_ends_a_run_in_the_middle_of_a_tool_call() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let stalling = Arc::new(Stalling {
+        hung_up: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let module = data_plane_testkit::http::Server::start(StallingHandler(stalling.clone())).await;
+    let modules = data_plane_modules::ModulesConfig {
+        modules: vec![data_plane_modules::ModuleConfig {
+            name: "slow".into(),
+            url: format!("http://{}", module.addr()),
+            token: None,
+            slow: true,
+            timeout_ms: None,
+        }],
+        ..Default::default()
+    };
+    let state = w.state(&model, RunsConfig::default()).with_modules(modules);
+    state.modules.start();
+    let base = common::serve(state).await;
+    let token = w.alice();
+    model.push(call("call_model_wait", "slow__wait", "{}"));
+    let mut turn = chat(&base, &token, json!({"messages": [user("wait")]})).await;
+    let run_id = turn.run_id.clone().unwrap();
+    let seen = turn.until("tool_call").await;
+    // The complete call: the tool is running at the module.
+    let mut seen = seen;
+    while seen.last().unwrap().2["partial"] != false {
+        seen.push(turn.next().await.unwrap());
+    }
+    assert_eq!(seen.last().unwrap().2["name"], "slow.wait");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, body) = post(&format!("{base}/v1/runs/{run_id}/stop"), &token, json!({})).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("stopped")),
+        "{body}"
+    );
+    let rest = turn.rest().await;
+    assert_eq!(kinds(&rest), ["done"], "no tool_result for a stopped call");
+    assert_eq!(rest[0].2["reason"], "stopped");
+    let hung_up = async {
+        while stalling.hung_up.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), hung_up)
+        .await
+        .expect("the module's request was closed");
+    assert_eq!(model.requests().len(), 1, "nothing asked after the stop");
 }
 
 /// A second data-plane process over the same database, with no model of
