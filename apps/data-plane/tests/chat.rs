@@ -153,6 +153,31 @@ async fn events_of(r: reqwest::Response) -> Vec<(String, String, Value)> {
     seen
 }
 
+/// `GET /v1/runs/{id}` until `done` holds for it (20 s at most).
+async fn run_when(base: &str, token: &str, run_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let look = async {
+        loop {
+            let (status, run) = json_of(
+                reqwest::Client::new()
+                    .get(format!("{base}/v1/runs/{run_id}"))
+                    .bearer_auth(token)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{run}");
+            if done(&run) {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), look)
+        .await
+        .expect("the run came to the state awaited")
+}
+
 async fn json_of(r: reqwest::Response) -> (StatusCode, Value) {
     let status = r.status();
     let ctype = r.headers()["content-type"].to_str().unwrap().to_string();
@@ -632,27 +657,7 @@ async fn a_client_that_hangs_up_cancels_the_model_and_every_later_tool_after_the
         gone.elapsed() >= grace,
         "the run went on for its grace period first"
     );
-    let ended = async {
-        loop {
-            let (status, run) = json_of(
-                reqwest::Client::new()
-                    .get(format!("{base}/v1/runs/{run_id}"))
-                    .bearer_auth(w.alice())
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .await;
-            assert_eq!(status, StatusCode::OK);
-            if run["status"] != "running" {
-                return run;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    let run = tokio::time::timeout(Duration::from_secs(5), ended)
-        .await
-        .unwrap();
+    let run = run_when(&base, &w.alice(), &run_id, |run| run["status"] != "running").await;
     assert_eq!(run["status"], "abandoned", "{run}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
@@ -697,26 +702,7 @@ async fn a_client_that_reads_nothing_holds_up_no_other_stream() {
     // recorded (memory holds a bounded ring), and can be read later, whole.
     let run_id = stuck.headers()["x-run-id"].to_str().unwrap().to_string();
     let client = reqwest::Client::new();
-    let finished = async {
-        loop {
-            let (_, run) = json_of(
-                client
-                    .get(format!("{base}/v1/runs/{run_id}"))
-                    .bearer_auth(w.alice())
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .await;
-            if run["status"] == "done" {
-                return run;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    let run = tokio::time::timeout(Duration::from_secs(30), finished)
-        .await
-        .expect("the unread run finished");
+    let run = run_when(&base, &w.alice(), &run_id, |run| run["status"] == "done").await;
     assert_eq!(run["last_event_id"], 5002, "run, 5000 deltas, done");
     let replay = client
         .get(format!("{base}/v1/runs/{run_id}/events"))

@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -810,35 +810,15 @@ fn peer_process(
     modules: &str,
     token: &str,
 ) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_data-plane"))
-        .env("DATABASE_URL", &test.app_url)
-        .env("DATABASE_OWNER_URL", &test.owner_url)
-        .env("DATA_PLANE_DATA_DIR", data_dir)
-        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
-        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
+    common::server_process(test, data_dir, addr)
         .env(
             "DATA_PLANE_SERVICE_TOKENS",
             "main=peer-service-token-0123456789",
         )
         .env("DATA_PLANE_MODULES", modules)
         .env("DATA_PLANE_MODULE_TOKEN_MAIN", token)
-        .env_remove("DATA_PLANE_MODEL")
-        .env_remove("DATA_PLANE_MODULES_FILE")
-        .env("RUST_LOG", "warn")
-        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test]
@@ -889,7 +869,7 @@ async fn a_data_plane_server_is_a_module_of_another_both_ways() {
     let base = serve_router(data_plane::http::app(state.clone()), main_addr).await;
     // The peer uses this server as its module "main".
     let data_dir = tempfile::tempdir().unwrap();
-    let _peer = KillOnDrop(peer_process(
+    let _peer = common::KillOnDrop(peer_process(
         &w.test,
         data_dir.path(),
         peer_addr,

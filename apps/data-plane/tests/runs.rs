@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -933,40 +932,6 @@ async fn stop_ends_a_run_in_the_middle_of_a_tool_call() {
     assert_eq!(model.requests().len(), 1, "nothing asked after the stop");
 }
 
-/// A second data-plane process over the same database, with no model of
-/// its own.
-fn second_process(
-    test: &TestDatabase,
-    data_dir: &std::path::Path,
-    addr: std::net::SocketAddr,
-) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_data-plane"))
-        .env("DATABASE_URL", &test.app_url)
-        .env("DATABASE_OWNER_URL", &test.owner_url)
-        .env("DATA_PLANE_DATA_DIR", data_dir)
-        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
-        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
-        .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
-        .env_remove("DATA_PLANE_MODEL")
-        .env_remove("DATA_PLANE_MODULES")
-        .env_remove("DATA_PLANE_MODULES_FILE")
-        .env("RUST_LOG", "warn")
-        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() {
     let w = world().await;
@@ -974,7 +939,13 @@ async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() 
     let base = w.server(&model, RunsConfig::default()).await;
     let data_dir = tempfile::tempdir().unwrap();
     let addr = data_plane_testkit::unused_addr();
-    let _other = KillOnDrop(second_process(&w.test, data_dir.path(), addr));
+    // A second process over the same database, with no model of its own.
+    let _other = common::KillOnDrop(
+        common::server_process(&w.test, data_dir.path(), addr)
+            .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
+            .spawn()
+            .unwrap(),
+    );
     let other = format!("http://{addr}");
     let ready = async {
         loop {

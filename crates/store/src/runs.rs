@@ -319,13 +319,9 @@ pub async fn ask(db: &Db, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError
     .bind(a.expires_at)
     .execute(&mut *tx)
     .await?;
-    let row = sqlx::query_as(&format!(
-        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
-    ))
-    .bind(a.run_id)
-    .bind(a.call_id)
-    .fetch_one(&mut *tx)
-    .await?;
+    let row = approval_in(&mut tx, a.run_id, a.call_id)
+        .await?
+        .ok_or_else(|| StoreError::Invalid("the approval just recorded is not there".into()))?;
     tx.commit().await?;
     Ok(row)
 }
@@ -338,15 +334,23 @@ pub async fn approval(
     call_id: &str,
 ) -> Result<Option<ApprovalRow>, StoreError> {
     let mut tx = db.begin(scope).await?;
-    let row = sqlx::query_as(&format!(
+    let row = approval_in(&mut tx, run_id, call_id).await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+async fn approval_in(
+    tx: &mut crate::ScopedTx,
+    run_id: Uuid,
+    call_id: &str,
+) -> Result<Option<ApprovalRow>, StoreError> {
+    Ok(sqlx::query_as(&format!(
         "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
     ))
     .bind(run_id)
     .bind(call_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(row)
+    .fetch_optional(&mut **tx)
+    .await?)
 }
 
 /// A run's approvals still waiting, oldest first.
@@ -411,14 +415,9 @@ pub async fn answer(
                 .await?;
             Some((row, true))
         }
-        None => sqlx::query_as(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
-        ))
-        .bind(run_id)
-        .bind(call_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| (row, false)),
+        None => approval_in(&mut tx, run_id, call_id)
+            .await?
+            .map(|row| (row, false)),
     };
     tx.commit().await?;
     Ok(result)
@@ -446,14 +445,9 @@ pub async fn expire(
     .await?;
     let row = match settled {
         Some(row) => Some((row, true)),
-        None => sqlx::query_as(&format!(
-            "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND call_id = $2"
-        ))
-        .bind(run_id)
-        .bind(call_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .map(|row| (row, false)),
+        None => approval_in(&mut tx, run_id, call_id)
+            .await?
+            .map(|row| (row, false)),
     };
     tx.commit().await?;
     Ok(row)

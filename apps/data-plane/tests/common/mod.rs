@@ -122,3 +122,38 @@ pub async fn json(resp: reqwest::Response) -> (u16, serde_json::Value) {
         .unwrap_or(serde_json::Value::Null);
     (status, body)
 }
+
+/// `data-plane serve` as a second process over `test`'s database (no
+/// migrations, no model, no modules unless the caller adds them), on
+/// `addr`, its files in `data_dir`; its log goes to the test's stderr.
+pub fn server_process(
+    test: &data_plane_store::testing::TestDatabase,
+    data_dir: &std::path::Path,
+    addr: std::net::SocketAddr,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"));
+    command
+        .env("DATABASE_URL", &test.app_url)
+        .env("DATABASE_OWNER_URL", &test.owner_url)
+        .env("DATA_PLANE_DATA_DIR", data_dir)
+        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
+        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
+        .env_remove("DATA_PLANE_MODEL")
+        .env_remove("DATA_PLANE_MODULES")
+        .env_remove("DATA_PLANE_MODULES_FILE")
+        .env("RUST_LOG", "warn")
+        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    command
+}
+
+/// A child process killed (and reaped) when the test lets go of it.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
