@@ -458,3 +458,73 @@ fn public_message(e: &AgentError) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_with(seqs: std::ops::RangeInclusive<i64>, recorded: i64) -> Arc<LiveRun> {
+        let run = LiveRun::new(Uuid::nil(), Uuid::nil(), Uuid::nil());
+        {
+            let mut log = lock(&run.log);
+            for seq in seqs {
+                log.events.push_back(Arc::new(RunEvent {
+                    seq,
+                    kind: "text_delta".into(),
+                    data: json!({"type": "text_delta", "text": "x"}),
+                }));
+                log.next = seq + 1;
+            }
+            log.recorded = recorded;
+            trim(&mut log);
+        }
+        run
+    }
+
+    fn seqs(found: Found) -> Result<Vec<i64>, &'static str> {
+        match found {
+            Found::Events(events) => Ok(events.iter().map(|e| e.seq).collect()),
+            Found::InTable => Err("table"),
+            Found::Nothing => Err("nothing"),
+        }
+    }
+
+    #[test]
+    fn the_ring_answers_what_it_holds_and_sends_older_reads_to_the_table() {
+        // 2,000 events, all recorded: the ring keeps the last 512.
+        let run = run_with(1..=2000, 2000);
+        assert_eq!(lock(&run.log).events.len(), RING);
+        assert_eq!(
+            seqs(run.after(1995)),
+            Ok(vec![1996, 1997, 1998, 1999, 2000])
+        );
+        assert_eq!(seqs(run.after(1488)).unwrap().len(), 512);
+        assert_eq!(seqs(run.after(1487)), Err("table"));
+        assert_eq!(seqs(run.after(0)), Err("table"));
+        assert_eq!(seqs(run.after(2000)), Err("nothing"));
+        assert_eq!(seqs(run.after(2500)), Err("nothing"));
+        // Nothing is trimmed before the recorder has it.
+        let run = run_with(1..=2000, 100);
+        assert_eq!(lock(&run.log).events.len(), 1900);
+        assert_eq!(seqs(run.after(100)).unwrap().len(), 1900);
+        assert_eq!(seqs(run.after(99)), Err("table"));
+    }
+
+    #[test]
+    fn nul_characters_become_replacement_characters_everywhere() {
+        let mut value = json!({
+            "text": "a\u{0}b",
+            "nested": [{"k\u{0}ey": "\u{0}"}, 3, null],
+            "clean": "unchanged",
+        });
+        without_nul(&mut value);
+        assert_eq!(
+            value,
+            json!({
+                "text": "a\u{FFFD}b",
+                "nested": [{"k\u{FFFD}ey": "\u{FFFD}"}, 3, null],
+                "clean": "unchanged",
+            })
+        );
+    }
+}
