@@ -846,18 +846,23 @@ async function restoreChat() {
 async function loadSettings() {
   if (!state.token) return needToken();
   const fields = $("settings-fields");
+  const approvals = $("approvals-fields");
   fields.disabled = true;
+  approvals.disabled = true;
   setStatus("admin-status", "Loading…", "info");
   try {
     const settings = await (await api("GET", "/v1/admin/settings")).json();
     showSettings(settings);
     fields.hidden = false;
     fields.disabled = false;
+    approvals.hidden = false;
+    approvals.disabled = false;
     setStatus("admin-status", "");
   } catch (error) {
     if (error instanceof ApiError && error.status === 403) {
       // Whatever an earlier token saw is not this caller's to see.
       fields.hidden = true;
+      approvals.hidden = true;
       setStatus("admin-status", "Only admins can see and change settings. Ask an admin, or use a token made with --role admin.", "error");
     } else {
       handleAuthError(error, "admin-status");
@@ -868,6 +873,52 @@ async function loadSettings() {
 function showSettings(settings) {
   for (const box of document.querySelectorAll("[data-setting]")) {
     box.checked = settings[box.dataset.setting] === true;
+  }
+  const rules = settings.approvals || {};
+  $("trusted-hosts").value = (settings.fetch_web_page_trusted_hosts || []).join("\n");
+  $("approval-tools").value = (rules.tools || []).join(", ");
+  for (const box of document.querySelectorAll("[data-category]")) {
+    box.checked = (rules.categories || []).includes(box.dataset.category);
+  }
+  for (const box of document.querySelectorAll("[data-annotation]")) {
+    box.checked = (rules.annotations || []).includes(box.dataset.annotation);
+  }
+}
+
+const listed = (text, separator) =>
+  text
+    .split(separator)
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+
+async function saveApprovals(event) {
+  event.preventDefault();
+  const fields = $("approvals-fields");
+  const checked = (attribute) =>
+    [...document.querySelectorAll("[" + attribute + "]")].filter((b) => b.checked).map((b) => b.getAttribute(attribute));
+  const change = {
+    fetch_web_page_trusted_hosts: listed($("trusted-hosts").value, /\n/),
+    approvals: {
+      tools: listed($("approval-tools").value, ","),
+      categories: checked("data-category"),
+      annotations: checked("data-annotation"),
+    },
+  };
+  fields.disabled = true;
+  setStatus("approvals-status", "Saving…", "info");
+  try {
+    const settings = await (await api("PUT", "/v1/admin/settings", change)).json();
+    showSettings(settings);
+    setStatus("approvals-status", "Saved: chats ask by these rules from their next call.", "ok");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 403) {
+      setStatus("approvals-status", "Only admins can change settings.", "error");
+    } else {
+      // The message names what the server refused (an unknown tool, say).
+      handleAuthError(error, "approvals-status");
+    }
+  } finally {
+    fields.disabled = false;
   }
 }
 
@@ -914,6 +965,7 @@ function start() {
   $("space-select").addEventListener("change", (e) => localStorage.setItem(SPACE_KEY, e.target.value));
   $("settings-form").addEventListener("change", changeSetting);
   $("settings-form").addEventListener("submit", (e) => e.preventDefault());
+  $("approvals-form").addEventListener("submit", saveApprovals);
   if (state.token) {
     // The restored conversation's space, picked before the list loads.
     if (state.chat.turns.length > 0) localStorage.setItem(SPACE_KEY, state.chat.space || "");

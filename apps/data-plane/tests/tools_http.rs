@@ -566,10 +566,17 @@ async fn admins_switch_web_search_for_every_replica() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("\"approvals\""), "{message}");
+    // A name that is no tool's (nor a configured module's) would never apply.
+    let (status, body) = put(json!({ "approvals": {"tools": ["crm.*"]} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"crm.*\""), "{message}");
     let (status, body) =
-        put(json!({ "approvals": {"annotations": ["open_world"], "tools": ["crm.*"]} })).await;
+        put(json!({ "approvals": {"annotations": ["open_world"], "tools": ["query_documents"]} }))
+            .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["approvals"]["annotations"], json!(["open_world"]));
+    assert_eq!(body["approvals"]["tools"], json!(["query_documents"]));
 }
 
 /// Fake SearXNG (`GET /search`) and Brave (`GET /res/v1/web/search`) APIs

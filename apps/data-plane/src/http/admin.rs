@@ -48,16 +48,29 @@ pub async fn put(
         .await?
         .apply(&changes)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // A configured module's tool may be named before this replica has
+    // discovered it; a name that is no tool's would never apply.
+    let known = |name: &str| {
+        let remote = name.split_once('.').is_some_and(|(module, tool)| {
+            !tool.is_empty() && state.modules.names().iter().any(|m| m == module)
+        });
+        remote || state.registry.get(name).is_some_and(|t| t.name == name)
+    };
     if let Some(Value::Object(tools)) = changes.get("tool_rate_limits") {
         for name in tools.keys() {
-            // A configured module's tool may be limited before this replica
-            // has discovered it.
-            let remote = name.split_once('.').is_some_and(|(module, tool)| {
-                !tool.is_empty() && state.modules.names().iter().any(|m| m == module)
-            });
-            if !remote && state.registry.get(name).is_none_or(|t| t.name != *name) {
+            if !known(name) {
                 return Err(ApiError::bad_request(format!(
                     "tool_rate_limits names {name:?}, which is not a tool's name (nor module.tool of a configured module)"
+                )));
+            }
+        }
+    }
+    if changes.contains_key("approvals") {
+        for name in &updated.approvals.tools {
+            // `module.*` names every tool of a configured module.
+            if !known(name) {
+                return Err(ApiError::bad_request(format!(
+                    "approvals.tools names {name:?}, which is not a tool's name (nor module.tool or module.* of a configured module)"
                 )));
             }
         }

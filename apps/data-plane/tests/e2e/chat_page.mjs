@@ -262,7 +262,28 @@ try {
     return (await r.json()).tools.map((t) => t.function.name);
   }, adminToken);
   check(tools.includes("web_search"), `GET /v1/tools lists ${tools.join(", ")}: no web_search`);
-  await page.screenshot({ path: `${shotDir}/admin.png` });
+  step("the admin view trusts a host and names a tool that asks");
+  await page.getByLabel("Trusted hosts for fetch_web_page", { exact: false }).fill("docs.python.org\n*.postgresql.org");
+  await page.getByLabel("Tools that ask", { exact: false }).fill("query_documents");
+  await page.getByRole("group", { name: "Categories that ask" }).getByLabel("web").check();
+  await page.getByRole("button", { name: "Save approvals" }).click();
+  await page.locator("#approvals-status", { hasText: "Saved" }).waitFor();
+  const saved = await page.evaluate(async (token) => {
+    const r = await fetch("/v1/admin/settings", { headers: { Authorization: "Bearer " + token } });
+    return await r.json();
+  }, adminToken);
+  check(
+    JSON.stringify(saved.fetch_web_page_trusted_hosts) === JSON.stringify(["docs.python.org", "*.postgresql.org"]),
+    `the trusted hosts are ${JSON.stringify(saved.fetch_web_page_trusted_hosts)}`,
+  );
+  check(
+    JSON.stringify(saved.approvals) === JSON.stringify({ tools: ["query_documents"], categories: ["web"], annotations: [] }),
+    `the approval rules are ${JSON.stringify(saved.approvals)}`,
+  );
+  await page.getByLabel("Tools that ask", { exact: false }).fill("no_such_tool");
+  await page.getByRole("button", { name: "Save approvals" }).click();
+  await page.locator("#approvals-status", { hasText: "no_such_tool" }).waitFor();
+  await page.screenshot({ path: `${shotDir}/admin.png`, fullPage: true });
 
   step("a user who is not an admin is told so");
   await page.getByRole("button", { name: "Token" }).click();
@@ -271,6 +292,7 @@ try {
   await page.getByRole("button", { name: "Admin" }).click();
   await page.locator("#admin-status", { hasText: "Only admins" }).waitFor();
   check(await page.getByLabel("Web search").isHidden(), "a non-admin still sees the switches");
+  check(await page.locator("#approvals-fields").isHidden(), "a non-admin still sees the approval rules");
 
   check(pageErrors.length === 0, `the page threw: ${pageErrors.join("; ")}`);
   console.log("chat page: all steps passed");
