@@ -13,20 +13,29 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::extract::Json;
-use super::sse;
 use super::tools::{check_space, context, with_profile};
 use super::{ApiError, ErrorCode};
+use super::{sse, ui_stream};
 use crate::auth::Caller;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChatBody {
-    /// The conversation so far, in OpenAI's chat format.
-    messages: Vec<Message>,
+    /// The conversation so far, in OpenAI's chat format, or as the AI
+    /// SDK's UI messages (`parts`; docs/ai-sdk.md).
+    messages: Vec<serde_json::Value>,
     space_id: Option<Uuid>,
     #[serde(default)]
     options: ChatOptions,
+    /// What the AI SDK's chat transport sends beside the messages (the
+    /// chat's id, why it sends, the message to regenerate); read by nobody.
+    #[serde(default, rename = "id")]
+    _chat_id: Option<serde_json::Value>,
+    #[serde(default, rename = "trigger")]
+    _trigger: Option<serde_json::Value>,
+    #[serde(default, rename = "messageId")]
+    _message_id: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +60,17 @@ pub struct ChatOptions {
     /// earlier turn's `run` event): approvals given with "remember" there
     /// hold here. Default: a new conversation.
     conversation_id: Option<Uuid>,
+    /// `events` (this server's events, the default) or `ui-message` (the
+    /// AI SDK's UI message stream, also asked for with the header
+    /// `x-vercel-ai-ui-message-stream: v1`).
+    format: Option<StreamFormat>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamFormat {
+    Events,
+    UiMessage,
 }
 
 /// The profile of /v1/chat unless `options.agent` names another.
@@ -76,6 +96,20 @@ pub async fn chat(
             "messages: at least one message is needed",
         ));
     }
+    let ui_stream = body.options.format == Some(StreamFormat::UiMessage)
+        || (body.options.format.is_none() && ui_stream::wanted(&headers));
+    let messages: Vec<Message> = ui_stream::openai_messages(body.messages)
+        .map_err(ApiError::bad_request)
+        .and_then(|messages| {
+            messages
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    serde_json::from_value(m)
+                        .map_err(|e| ApiError::bad_request(format!("messages[{i}]: {e}")))
+                })
+                .collect()
+        })?;
     if let Some(steps) = body.options.max_steps
         && steps == 0
     {
@@ -142,7 +176,7 @@ pub async fn chat(
         }
     };
     let request = ChatRequest {
-        messages: body.messages,
+        messages,
         max_steps: body.options.max_steps,
         temperature: body.options.temperature,
         max_tokens: body.options.max_tokens,
@@ -174,7 +208,12 @@ pub async fn chat(
                 "the chat run could not be recorded; try again shortly",
             )
         })?;
-    let mut response = sse::run_events(state.runs.events(started.run_id, 0));
+    let events = state.runs.events(started.run_id, 0);
+    let mut response = if ui_stream {
+        ui_stream::response(events, 0)
+    } else {
+        sse::run_events(events)
+    };
     if let Ok(value) = HeaderValue::from_str(&started.run_id.to_string()) {
         response.headers_mut().insert("x-run-id", value);
     }

@@ -14,6 +14,7 @@ mod page;
 mod runs;
 pub mod sse;
 mod tools;
+pub mod ui_stream;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::ApiError;
+use super::chat::StreamFormat;
 use super::extract::{Json, Path, Query};
-use super::sse;
+use super::{sse, ui_stream};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -70,6 +71,9 @@ pub async fn get(
 pub struct EventsQuery {
     /// The last event id the client has; the header `Last-Event-ID` wins.
     after: Option<i64>,
+    /// `events` (the default) or `ui-message` (the AI SDK's stream, also
+    /// asked for with `x-vercel-ai-ui-message-stream: v1`).
+    format: Option<StreamFormat>,
 }
 
 /// `GET /v1/runs/{id}/events`: every event after `Last-Event-ID` (or
@@ -97,6 +101,12 @@ pub async fn events(
         return Err(ApiError::bad_request(format!("after: {after} is below 0")));
     }
     visible_run(&state, &caller, run_id).await?;
+    let ui = query.format == Some(StreamFormat::UiMessage)
+        || (query.format.is_none() && ui_stream::wanted(&headers));
+    if ui {
+        // Translated from the start: a chunk depends on the events before it.
+        return Ok(ui_stream::response(state.runs.events(run_id, 0), after));
+    }
     Ok(sse::run_events(state.runs.events(run_id, after)))
 }
 

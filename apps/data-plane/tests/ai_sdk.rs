@@ -1,0 +1,319 @@
+//! `/v1/chat` as the Vercel AI SDK's UI message stream, read by the SDK
+//! itself (the `ai` package from npm, run by node: its DefaultChatTransport
+//! and readUIMessageStream; tests/e2e/ai_sdk.mjs) from a real server on
+//! 127.0.0.1 with PostgreSQL and a fake model: the assembled message holds
+//! the text, the tool call with its input and output, and the sub-agent's
+//! progress as a data part under its parent call; the SDK's own messages
+//! sent back on the next turn reach the model as the OpenAI conversation.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::{FakeModel, ScriptedCall, text_reply, tool_calls_reply};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
+use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_store::Scope;
+use data_plane_store::content::{self, SourceKind};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const FIRST: &str = "What does the vacuum guide say?";
+const SECOND: &str = "And in one word?";
+
+fn node() -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+    let node = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .flat_map(|d| ["node", "nodejs"].map(|n| d.join(n)))
+            .find(|p| p.is_file())
+    });
+    let sdk = dir.join("node_modules/ai/package.json");
+    assert!(
+        node.is_some() && sdk.is_file(),
+        "this test needs node and the `ai` package in {}: run `make setup`",
+        dir.display()
+    );
+    (node.unwrap(), dir)
+}
+
+#[tokio::test]
+async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
+    let (node, dir) = node();
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, "sdk@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let (space, _) = identity::ensure_space(&mut tx, "guides").await.unwrap();
+    identity::add_member(&mut tx, space.id, user, MembershipRole::Viewer)
+        .await
+        .unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let doc = Pipeline::new(db.clone(), common::embedder())
+        .ingest_file(
+            Scope::System,
+            Target {
+                space_id: space.id,
+                source_id: source.id,
+            },
+            "guides/vacuum.md",
+            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
+        )
+        .await
+        .unwrap()
+        .document_id;
+
+    let model = FakeModel::start().await;
+    let analyze = json!({"document_id": doc, "question": "what does it say?"}).to_string();
+    let (head, tail) = analyze.split_at(25);
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_analyze",
+        name: "analyze_document",
+        fragments: &[head, tail],
+    }]));
+    // The sub-agent: reads its document, answers.
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_read",
+        name: "read_document",
+        fragments: &["{\"max_length\": 200}"],
+    }]));
+    model.push(text_reply(&["It reclaims ", "dead tuples."]));
+    model.push(text_reply(&["VACUUM ", "reclaims storage."]));
+    model.push(text_reply(&["Reclaims."]));
+
+    let jwt = common::jwt();
+    let state = common::state(db, common::embedder(), jwt.clone());
+    let config = AgentConfig::new(model.base_url(), "test-model");
+    state.connect_model(ModelSettings {
+        agent: config.clone(),
+        sub_agent: SubAgentLimits::default(),
+    });
+    let base = common::serve(state.with_agent(config).unwrap()).await;
+    let token = jwt
+        .issue(
+            user,
+            "sdk@example.com",
+            Permission::User,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+
+    let output = tokio::process::Command::new(&node)
+        .arg("ai_sdk.mjs")
+        .current_dir(&dir)
+        .env("DATA_PLANE_URL", &base)
+        .env("USER_TOKEN", &token)
+        .env("SPACE_ID", space.id.to_string())
+        .env("FIRST_QUESTION", FIRST)
+        .env("SECOND_QUESTION", SECOND)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), output)
+        .await
+        .expect("the SDK's client finished within a minute")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "node ai_sdk.mjs failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let first = &got["first"];
+    assert_eq!(first["role"], "assistant");
+    assert_eq!(first["metadata"]["reason"], "stop", "{first:#}");
+    assert!(first["metadata"]["runId"].is_string(), "{first:#}");
+    let parts = first["parts"].as_array().unwrap();
+    let of = |kind: &str| -> Vec<&Value> { parts.iter().filter(|p| p["type"] == kind).collect() };
+
+    // The tool call: its input as streamed in fragments, its output.
+    let tools = of("dynamic-tool");
+    assert_eq!(tools.len(), 1, "{first:#}");
+    let tool = tools[0];
+    assert_eq!(tool["toolName"], "analyze_document");
+    assert_eq!(tool["toolCallId"], "call_analyze");
+    assert_eq!(tool["state"], "output-available", "{tool:#}");
+    assert_eq!(
+        tool["input"],
+        json!({"document_id": doc, "question": "what does it say?"})
+    );
+    assert_eq!(tool["output"]["analysis"], "It reclaims dead tuples.");
+
+    // The sub-agent under its parent call, as one data part kept current.
+    let sub = of("data-subagent");
+    assert_eq!(sub.len(), 1, "{first:#}");
+    assert_eq!(sub[0]["id"], "call_analyze");
+    let data = &sub[0]["data"];
+    assert!(
+        data["task"].as_str().unwrap().contains("what does it say?"),
+        "{data:#}"
+    );
+    assert_eq!(data["text"], "It reclaims dead tuples.");
+    assert_eq!(data["calls"][0]["name"], "read_document");
+    assert_eq!(data["calls"][0]["result"]["success"], true, "{data:#}");
+    assert_eq!(data["done"], true);
+
+    // The answer after it, in a step of its own.
+    let texts = of("text");
+    assert_eq!(texts.len(), 1, "{first:#}");
+    assert_eq!(texts[0]["text"], "VACUUM reclaims storage.");
+    assert_eq!(texts[0]["state"], "done");
+    assert_eq!(of("step-start").len(), 2, "{first:#}");
+
+    let second = &got["second"];
+    assert_eq!(
+        second["parts"].as_array().unwrap().last().unwrap()["text"],
+        "Reclaims."
+    );
+    let types: Vec<&str> = got["chunkTypes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for kind in [
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "data-subagent",
+        "tool-output-available",
+        "finish-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish",
+    ] {
+        assert!(types.contains(&kind), "no {kind} chunk in {types:?}");
+    }
+
+    // The SDK's messages, sent back, reached the model as the OpenAI
+    // conversation: the question, the call, its result, the answer.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 5);
+    let sent: Vec<&Value> = requests[4]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .collect();
+    let roles: Vec<&str> = sent.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+    assert_eq!(sent[0]["content"], FIRST);
+    assert_eq!(sent[1]["tool_calls"][0]["id"], "call_analyze");
+    assert_eq!(
+        sent[1]["tool_calls"][0]["function"]["name"],
+        "analyze_document"
+    );
+    let result: Value = serde_json::from_str(sent[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result["success"], true);
+    assert_eq!(result["data"]["analysis"], "It reclaims dead tuples.");
+    assert_eq!(sent[3]["content"], "VACUUM reclaims storage.");
+    assert_eq!(sent[4]["content"], SECOND);
+}
+
+/// The same stream read raw: chunks as `data:` lines under the run's event
+/// ids, the header that names the protocol, `[DONE]` last; a resume after
+/// an event id leaves out the chunks of the events up to it.
+#[tokio::test]
+async fn the_ui_message_stream_on_the_wire_and_resumed() {
+    let test = TestDatabase::create().await;
+    let mut tx = test.db.begin(Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, "raw@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["Hello", " there"]));
+    let jwt = common::jwt();
+    let state = common::state(test.db.clone(), common::embedder(), jwt.clone());
+    let base = common::serve(
+        state
+            .with_agent(AgentConfig::new(model.base_url(), "test-model"))
+            .unwrap(),
+    )
+    .await;
+    let token = jwt
+        .issue(
+            user,
+            "raw@example.com",
+            Permission::User,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+    let read = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-vercel-ai-ui-message-stream"], "v1");
+        let mut out = Vec::new();
+        let mut stream = eventsource_stream::EventStream::new(r.bytes_stream());
+        while let Some(e) = stream.next().await {
+            let e = e.unwrap();
+            out.push((e.id, e.data));
+        }
+        out
+    };
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat"))
+        .bearer_auth(&token)
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}], "options": {"format": "ui-message"}}))
+        .send()
+        .await
+        .unwrap();
+    let run_id = r.headers()["x-run-id"].to_str().unwrap().to_string();
+    let all = read(r).await;
+    let types: Vec<String> = all
+        .iter()
+        .map(|(_, d)| {
+            if d == "[DONE]" {
+                d.clone()
+            } else {
+                serde_json::from_str::<Value>(d).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "start",
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish",
+            "[DONE]"
+        ]
+    );
+    let start: Value = serde_json::from_str(&all[0].1).unwrap();
+    assert_eq!(start["messageId"], run_id.as_str());
+    assert_eq!(all[0].0, "1");
+    // Resumed after event 2 (the first text): the rest only.
+    let r = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{run_id}/events?format=ui-message"))
+        .bearer_auth(&token)
+        .header("last-event-id", "2")
+        .send()
+        .await
+        .unwrap();
+    let rest = read(r).await;
+    assert_eq!(rest, all[4..].to_vec());
+}
