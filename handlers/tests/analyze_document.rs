@@ -75,6 +75,8 @@ fn kind(e: &ToolEvent) -> &'static str {
         ToolEvent::SubagentToolCall { .. } => "subagent_tool_call",
         ToolEvent::SubagentToolResult { .. } => "subagent_tool_result",
         ToolEvent::SubagentEnd { .. } => "subagent_end",
+        ToolEvent::ApprovalRequest { .. } => "approval_request",
+        ToolEvent::ApprovalResult { .. } => "approval_result",
     }
 }
 

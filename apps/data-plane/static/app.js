@@ -820,6 +820,7 @@ async function restoreChat() {
   const log = $("log");
   // Busy while the earlier turns are drawn: nothing is sent half-restored.
   setRunning({ controller: new AbortController(), turn: { runId: null } });
+  $("stop").disabled = true; // nothing runs yet: the earlier turns are being drawn
   for (let i = 0; i < turns.length; i++) {
     const { text, runId } = turns[i];
     addQuestion(text);

@@ -1,7 +1,7 @@
 //! The loop: ask the model, stream its text, run the tools it calls, feed
 //! the results back, ask again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -203,6 +203,18 @@ struct PendingCall {
     arguments: String,
 }
 
+/// `id`, or when the run used it already, `id_2`, `id_3`... (recorded as used).
+fn unique_id(id: &str, used: &mut HashSet<String>) -> String {
+    let mut unique = id.to_string();
+    let mut n = 1;
+    while used.contains(&unique) {
+        n += 1;
+        unique = format!("{id}_{n}");
+    }
+    used.insert(unique.clone());
+    unique
+}
+
 fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())
 }
@@ -353,6 +365,10 @@ impl Agent {
             (configured, asked) => configured.or(asked),
         };
         let field = self.config.max_tokens_field;
+        // Call ids the model gave in this run: some models number their
+        // calls afresh each step, and a call must stay one call in the
+        // events, the approvals and the conversation.
+        let mut used_ids: HashSet<String> = HashSet::new();
         let mut usage = Usage::default();
         let mut step = 0;
         let mut asked_again_after_empty = false;
@@ -381,7 +397,7 @@ impl Agent {
                 ..Default::default()
             };
             let mut turn = self
-                .turn(&model_request, &names, &tags, sink, progress)
+                .turn(&model_request, &names, &tags, sink, progress, &mut used_ids)
                 .await?;
             let transcript = std::mem::take(&mut turn.transcript);
             usage.prompt_tokens += turn.usage.prompt_tokens;
@@ -475,6 +491,7 @@ impl Agent {
         tags: &Tags,
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
+        used_ids: &mut HashSet<String>,
     ) -> Result<Turn, AgentError> {
         let mut stream = self.client.open(request).await?;
         let mut parser = StreamParser::new(Vec::new())
@@ -506,7 +523,7 @@ impl Agent {
                     if let Some(id) = delta.id.as_deref().filter(|id| !id.is_empty())
                         && pending.id.is_empty()
                     {
-                        pending.id = id.to_string();
+                        pending.id = unique_id(id, used_ids);
                     }
                     let Some(function) = &delta.function else {
                         continue;

@@ -1059,3 +1059,41 @@ async fn a_call_that_cannot_be_read_goes_back_to_the_model_as_a_retryable_error(
     });
     assert_eq!(content, expected.to_string());
 }
+
+/// Some models number their calls afresh each step: a call id the run
+/// used already is made unique, in the events and in the conversation the
+/// model reads back, so a call stays one call everywhere.
+#[tokio::test]
+async fn a_call_id_the_model_reuses_in_a_later_step_is_made_unique() {
+    let s = setup(|_| {}).await;
+    s.model.push(tool_calls_reply(&[call(
+        "call_0",
+        "lookup",
+        &["{\"key\":\"a\"}"],
+    )]));
+    s.model.push(tool_calls_reply(&[call(
+        "call_0",
+        "lookup",
+        &["{\"key\":\"b\"}"],
+    )]));
+    s.model.push(text_reply(&["done"]));
+    let (outcome, events) = run(&s.agent, request("twice")).await;
+    assert_eq!(outcome.unwrap().reason, FinishReason::Stop);
+    let ids: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let v = serde_json::to_value(e).unwrap();
+            (v["type"] == "tool_result").then(|| v["call_id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(ids, ["call_0", "call_0_2"]);
+    let last = s.model.requests()[2]["messages"].clone();
+    let sent: Vec<&str> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(sent, ["call_0", "call_0_2"]);
+    assert_eq!(last[3]["tool_calls"][0]["id"], "call_0_2", "{last:#}");
+}

@@ -19,7 +19,7 @@ pub enum Approval {
 }
 
 /// One call waiting for an answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ApprovalRequest<'a> {
     pub entry: &'a ToolEntry,
     /// The validated arguments the call will run with.
@@ -27,6 +27,19 @@ pub struct ApprovalRequest<'a> {
     pub ctx: &'a ToolContext,
     /// Why it asks, for the person who answers.
     pub why: &'a str,
+    /// The call's callbacks: the approval's events go where its other
+    /// events go, in order with them.
+    pub callbacks: &'a dyn crate::Callbacks,
+}
+
+impl std::fmt::Debug for ApprovalRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalRequest")
+            .field("tool", &self.entry.name)
+            .field("args", self.args)
+            .field("why", &self.why)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Decides whether one call that needs approval runs. It may wait (for a

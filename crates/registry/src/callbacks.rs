@@ -46,13 +46,39 @@ pub enum ToolEvent {
         parent_call_id: String,
         summary: String,
     },
+    /// The call waits for a person's approval (a chat run's; docs/runs.md).
+    ApprovalRequest {
+        call_id: String,
+        tool: String,
+        arguments: Value,
+        annotations: Value,
+        why: String,
+        /// RFC 3339.
+        expires_at: String,
+        /// The sub-agent's parent call, for a call made inside one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
+    },
+    /// How the approval was settled: `approved`, `denied` or `expired`.
+    ApprovalResult {
+        call_id: String,
+        tool: String,
+        approved: bool,
+        status: String,
+        remember: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
+    },
 }
 
 impl ToolEvent {
     /// The same event as a sub-agent started by `parent_call_id` reports it
-    /// to its parent: a call or result becomes a sub-agent call or result.
-    /// `None` for the sub-agent events themselves (a sub-agent spawns no
-    /// sub-agents, so there is nothing of its own to pass up).
+    /// to its parent: a call or result becomes a sub-agent call or result,
+    /// an approval stays one and names the parent. `None` for the sub-agent
+    /// events themselves (a sub-agent spawns no sub-agents, so there is
+    /// nothing of its own to pass up).
     pub fn in_sub_agent(self, parent_call_id: &str) -> Option<ToolEvent> {
         let parent_call_id = parent_call_id.to_string();
         match self {
@@ -75,6 +101,40 @@ impl ToolEvent {
                 call_id,
                 name,
                 result,
+            }),
+            ToolEvent::ApprovalRequest {
+                call_id,
+                tool,
+                arguments,
+                annotations,
+                why,
+                expires_at,
+                parent_call_id: own,
+            } => Some(ToolEvent::ApprovalRequest {
+                call_id,
+                tool,
+                arguments,
+                annotations,
+                why,
+                expires_at,
+                parent_call_id: own.or(Some(parent_call_id)),
+            }),
+            ToolEvent::ApprovalResult {
+                call_id,
+                tool,
+                approved,
+                status,
+                remember,
+                reason,
+                parent_call_id: own,
+            } => Some(ToolEvent::ApprovalResult {
+                call_id,
+                tool,
+                approved,
+                status,
+                remember,
+                reason,
+                parent_call_id: own.or(Some(parent_call_id)),
             }),
             ToolEvent::SubagentStart { .. }
             | ToolEvent::SubagentChunk { .. }

@@ -1009,6 +1009,7 @@ impl Registry {
                 args: &args,
                 ctx,
                 why: &why,
+                callbacks,
             };
             match approver.approve(request).await {
                 Approval::Approved => {}

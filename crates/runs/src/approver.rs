@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use data_plane_registry::{Approval, ApprovalRequest, Approver};
+use data_plane_registry::{Approval, ApprovalRequest, Approver, ToolEvent};
 use data_plane_store::Scope;
 use data_plane_store::runs::{self as store, ApprovalRow, ApprovalStatus, NewApproval};
-use serde_json::json;
 
 use crate::live::LiveRun;
 use crate::{Inner, lock};
@@ -76,6 +75,7 @@ impl Approver for RunApprover {
             args,
             ctx,
             why,
+            callbacks,
         } = request;
         let tool = entry.name.as_str();
         let run = &self.run;
@@ -121,6 +121,11 @@ impl Approver for RunApprover {
                 };
             }
         };
+        // A retried call whose approval was settled already: the same answer,
+        // without asking again.
+        if row.status != ApprovalStatus::Pending {
+            return decision(&row);
+        }
         let waiter = run.waiter(&call_id);
         run.waiting.send_modify(|n| *n += 1);
         let mut waiting = Waiting {
@@ -129,19 +134,18 @@ impl Approver for RunApprover {
             call_id: call_id.clone(),
             settled: false,
         };
-        let mut request_event = json!({
-            "call_id": call_id,
-            "tool": tool,
-            "arguments": args,
-            "annotations": annotations,
-            "why": why,
-            "expires_at": row.expires_at,
+        // Through the call's callbacks: after its tool_call, in order.
+        callbacks.emit(ToolEvent::ApprovalRequest {
+            call_id: call_id.clone(),
+            tool: tool.to_string(),
+            arguments: args.clone(),
+            annotations: annotations.clone(),
+            why: why.to_string(),
+            expires_at: row
+                .expires_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            parent_call_id: ctx.parent_call_id.clone(),
         });
-        if let Some(parent) = &ctx.parent_call_id {
-            request_event["parent_call_id"] = json!(parent);
-        }
-        run.emit(&self.inner, "approval_request", request_event)
-            .await;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut row = row;
         loop {
@@ -171,39 +175,54 @@ impl Approver for RunApprover {
         }
         waiting.settled = true;
         drop(waiting);
-        self.settled(&row).await
+        self.remember(&row);
+        callbacks.emit(result_event(&row));
+        decision(&row)
+    }
+}
+
+/// The stream's `approval_result` for a settled approval.
+fn result_event(row: &ApprovalRow) -> ToolEvent {
+    let status = serde_json::to_value(row.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    ToolEvent::ApprovalResult {
+        call_id: row.call_id.clone(),
+        tool: row.tool.clone(),
+        approved: row.status == ApprovalStatus::Approved,
+        status,
+        remember: row.remember,
+        reason: row.reason.clone(),
+        parent_call_id: row.parent_call_id.clone(),
     }
 }
 
 impl RunApprover {
-    /// Tells the stream how the approval was settled; the registry's answer.
-    pub async fn settled(&self, row: &ApprovalRow) -> Approval {
-        let approved = row.status == ApprovalStatus::Approved;
-        if approved && row.remember {
+    fn remember(&self, row: &ApprovalRow) {
+        if row.status == ApprovalStatus::Approved && row.remember {
             lock(&self.run.remembered).insert((row.tool.clone(), row.why.clone()));
         }
-        let mut event = json!({
-            "call_id": row.call_id,
-            "tool": row.tool,
-            "approved": approved,
-            "status": row.status,
-            "remember": row.remember,
-        });
-        if let Some(reason) = &row.reason {
-            event["reason"] = json!(reason);
-        }
-        if let Some(parent) = &row.parent_call_id {
-            event["parent_call_id"] = json!(parent);
-        }
-        self.run.emit(&self.inner, "approval_result", event).await;
-        if approved {
-            return Approval::Approved;
-        }
-        let reason = match (row.status, &row.reason) {
-            (ApprovalStatus::Expired, Some(r)) => format!("the approval expired: {r}"),
-            (_, Some(r)) if !r.trim().is_empty() => format!("the user denied it: {r}"),
-            _ => "the user denied it".to_string(),
-        };
-        Approval::Denied { reason }
     }
+
+    /// Tells the stream how an approval whose call is gone was settled
+    /// (stopped while it waited, or its run ended).
+    pub async fn settled(&self, row: &ApprovalRow) {
+        self.remember(row);
+        let event = serde_json::to_value(result_event(row)).unwrap_or_default();
+        self.run.emit(&self.inner, "approval_result", event).await;
+    }
+}
+
+/// The registry's answer for a settled approval.
+fn decision(row: &ApprovalRow) -> Approval {
+    if row.status == ApprovalStatus::Approved {
+        return Approval::Approved;
+    }
+    let reason = match (row.status, &row.reason) {
+        (ApprovalStatus::Expired, Some(r)) => format!("the approval expired: {r}"),
+        (_, Some(r)) if !r.trim().is_empty() => format!("the user denied it: {r}"),
+        _ => "the user denied it".to_string(),
+    };
+    Approval::Denied { reason }
 }

@@ -83,11 +83,23 @@ pub enum RunsError {
     Task(String),
 }
 
-/// A run just started.
-#[derive(Debug, Clone, Copy)]
+/// A run just started, watched until `watching` is dropped: a request
+/// cancelled before it read the run's events starts its grace period.
+#[derive(Debug)]
 pub struct Started {
     pub run_id: Uuid,
     pub conversation_id: Uuid,
+    pub watching: Watching,
+}
+
+/// Counts as a reader of a run while held (see [`Started`]).
+// The guard is held for what its Drop does (the grace period), never read.
+pub struct Watching(#[allow(dead_code)] live::WatchGuard);
+
+impl std::fmt::Debug for Watching {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watching")
+    }
 }
 
 /// Every run of this replica, and the way to reach others'.
@@ -198,10 +210,12 @@ impl Runs {
                 }),
             )
             .await;
+            let watching = Watching(live.watch().with_grace(inner.config.grace));
             tokio::spawn(live::drive(inner.clone(), live, agent, request, ctx, hold));
             Ok(Started {
                 run_id,
                 conversation_id,
+                watching,
             })
         })
         .await

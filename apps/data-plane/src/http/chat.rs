@@ -98,6 +98,12 @@ pub async fn chat(
     }
     let ui_stream = body.options.format == Some(StreamFormat::UiMessage)
         || (body.options.format.is_none() && ui_stream::wanted(&headers));
+    // The SDK continues its last assistant message (after an approval or a
+    // tool result the client added) rather than starting one.
+    let continuing = body
+        .messages
+        .last()
+        .is_some_and(|m| m.get("role").and_then(serde_json::Value::as_str) == Some("assistant"));
     let messages: Vec<Message> = ui_stream::openai_messages(body.messages)
         .map_err(ApiError::bad_request)
         .and_then(|messages| {
@@ -209,8 +215,10 @@ pub async fn chat(
             )
         })?;
     let events = state.runs.events(started.run_id, 0);
+    // The response reads it now; from here its stream counts as the reader.
+    drop(started.watching);
     let mut response = if ui_stream {
-        ui_stream::response(events, 0)
+        ui_stream::response(events, 0, continuing)
     } else {
         sse::run_events(events)
     };

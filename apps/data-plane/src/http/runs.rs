@@ -105,7 +105,11 @@ pub async fn events(
         || (query.format.is_none() && ui_stream::wanted(&headers));
     if ui {
         // Translated from the start: a chunk depends on the events before it.
-        return Ok(ui_stream::response(state.runs.events(run_id, 0), after));
+        return Ok(ui_stream::response(
+            state.runs.events(run_id, 0),
+            after,
+            false,
+        ));
     }
     Ok(sse::run_events(state.runs.events(run_id, after)))
 }

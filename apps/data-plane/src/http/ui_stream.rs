@@ -38,8 +38,13 @@ pub struct Translator {
     texts: u32,
     step_open: bool,
     /// A tool result came since the step began: the next output is the
-    /// model's next step.
+    /// model's next step (but not a call of this step, run after another).
     after_results: bool,
+    /// The calls of the current step.
+    step_calls: HashSet<String>,
+    /// Leave `messageId` out of `start`: the request continues the
+    /// client's last assistant message.
+    continuing: bool,
     inputs_started: HashSet<String>,
     inputs_available: HashSet<String>,
     denied: HashSet<String>,
@@ -52,20 +57,34 @@ fn s<'a>(data: &'a Value, key: &str) -> &'a str {
 }
 
 impl Translator {
+    /// A translator for a run that continues the client's last assistant
+    /// message (`continuing`), or starts a new one.
+    pub fn new(continuing: bool) -> Self {
+        Translator {
+            continuing,
+            ..Translator::default()
+        }
+    }
+
     /// The chunks one event becomes.
     pub fn push(&mut self, kind: &str, data: &Value) -> Vec<Value> {
         let mut out = Vec::new();
         match kind {
-            "run" => out.push(json!({
-                "type": "start",
-                "messageId": s(data, "run_id"),
-                "messageMetadata": {
-                    "runId": s(data, "run_id"),
-                    "conversationId": s(data, "conversation_id"),
-                },
-            })),
+            "run" => {
+                let mut start = json!({
+                    "type": "start",
+                    "messageMetadata": {
+                        "runId": s(data, "run_id"),
+                        "conversationId": s(data, "conversation_id"),
+                    },
+                });
+                if !self.continuing {
+                    start["messageId"] = json!(s(data, "run_id"));
+                }
+                out.push(start);
+            }
             "text_delta" => {
-                self.step(&mut out);
+                self.step(&mut out, None);
                 let id = match &self.text {
                     Some(id) => id.clone(),
                     None => {
@@ -79,13 +98,13 @@ impl Translator {
                 out.push(json!({"type": "text-delta", "id": id, "delta": s(data, "text")}));
             }
             "tool_call" => {
-                self.step(&mut out);
-                self.close_text(&mut out);
                 let call = s(data, "call_id").to_string();
                 let name = s(data, "name");
                 if call.is_empty() {
                     return out;
                 }
+                self.step(&mut out, Some(&call));
+                self.close_text(&mut out);
                 if data.get("partial") == Some(&Value::Bool(true)) {
                     if self.inputs_started.insert(call.clone()) {
                         out.push(json!({
@@ -177,11 +196,21 @@ impl Translator {
         out
     }
 
-    fn step(&mut self, out: &mut Vec<Value>) {
-        if self.after_results {
+    /// Opens a step when none is open, or the next one when results came
+    /// and this output is not a call of the current step (calls that are
+    /// not read-only run one after another: A, A's result, B).
+    fn step(&mut self, out: &mut Vec<Value>, call: Option<&str>) {
+        let of_this_step = call.is_some_and(|c| self.step_calls.contains(c));
+        if self.after_results && !of_this_step {
             self.after_results = false;
             self.close_text(out);
             self.close_step(out);
+            self.step_calls.clear();
+            self.inputs_started.clear();
+            self.inputs_available.clear();
+        }
+        if let Some(call) = call {
+            self.step_calls.insert(call.to_string());
         }
         if !self.step_open {
             self.step_open = true;
@@ -249,12 +278,15 @@ impl Translator {
 
 /// A run's events as the UI message stream, the chunks of events numbered
 /// `after` or below left out (they are translated all the same: later
-/// chunks depend on them).
-pub fn response<S>(events: S, after: i64) -> Response
+/// chunks depend on them). A resumed stream assumes the client kept what
+/// it assembled; one that did not replays from 0 (the SDK's default).
+/// `continuing`: `start` carries no message id, so the SDK adds to the
+/// assistant message it already holds.
+pub fn response<S>(events: S, after: i64, continuing: bool) -> Response
 where
     S: Stream<Item = RunEvent> + Send + 'static,
 {
-    let mut translator = Translator::default();
+    let mut translator = Translator::new(continuing);
     let chunks = events
         .flat_map(move |e| {
             let chunks = translator.push(&e.kind, &e.data);
@@ -504,5 +536,71 @@ mod tests {
         assert_eq!(chunks[7]["data"]["text"], "ab");
         assert_eq!(chunks[7]["id"], "c2");
         assert_eq!(chunks[10]["finishReason"], "other");
+    }
+
+    #[test]
+    fn calls_of_one_step_run_one_after_another_stay_in_that_step() {
+        let mut t = Translator::default();
+        let mut chunks = Vec::new();
+        let result = json!({"success": true, "data": {}});
+        for (kind, data) in [
+            (
+                "tool_call",
+                json!({"call_id": "a", "name": "x", "arguments_delta": "{", "partial": true}),
+            ),
+            (
+                "tool_call",
+                json!({"call_id": "b", "name": "y", "arguments_delta": "{", "partial": true}),
+            ),
+            (
+                "tool_call",
+                json!({"call_id": "a", "name": "x", "arguments": {}, "partial": false}),
+            ),
+            ("tool_result", json!({"call_id": "a", "result": result})),
+            (
+                "tool_call",
+                json!({"call_id": "b", "name": "y", "arguments": {}, "partial": false}),
+            ),
+            ("tool_result", json!({"call_id": "b", "result": result})),
+            (
+                "tool_call",
+                json!({"call_id": "c", "name": "x", "arguments": {}, "partial": false}),
+            ),
+        ] {
+            chunks.extend(t.push(kind, &data));
+        }
+        let types: Vec<&str> = chunks.iter().map(|c| s(c, "type")).collect();
+        assert_eq!(
+            types,
+            [
+                "start-step",
+                "tool-input-start",
+                "tool-input-delta",
+                "tool-input-start",
+                "tool-input-delta",
+                "tool-input-available",
+                "tool-output-available",
+                "tool-input-available",
+                "tool-output-available",
+                // c is the model's next step.
+                "finish-step",
+                "start-step",
+                "tool-input-available",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_continued_message_keeps_the_clients_id() {
+        let run = json!({"run_id": "r", "conversation_id": "c"});
+        assert_eq!(
+            Translator::new(false).push("run", &run)[0]["messageId"],
+            "r"
+        );
+        assert!(
+            Translator::new(true).push("run", &run)[0]
+                .get("messageId")
+                .is_none()
+        );
     }
 }
