@@ -31,6 +31,22 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+/// The monitoring's service token, for `/metrics`.
+const MONITOR: &str = "monitor-token-0123456789abcdef";
+
+/// `GET /metrics` as the monitoring.
+async fn metrics(base: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .bearer_auth(MONITOR)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 struct World {
     test: TestDatabase,
     jwt: JwtKeys,
@@ -107,9 +123,16 @@ impl World {
         self.token(self.alice, Permission::User)
     }
 
-    /// A server whose chat model (and sub-agent model) is `model`.
+    /// A server whose chat model (and sub-agent model) is `model`, with the
+    /// monitoring's service token.
     fn state(&self, model: &FakeModel, runs: RunsConfig) -> AppState {
-        let state = common::state(self.test.db.clone(), common::embedder(), self.jwt.clone());
+        let state = common::state_with(
+            self.test.db.clone(),
+            common::embedder(),
+            self.jwt.clone(),
+            data_plane::auth::ServiceTokens::parse(&format!("monitor={MONITOR}")).unwrap(),
+            data_plane_web::search::WebSearch::default(),
+        );
         let mut config = AgentConfig::new(model.base_url(), "test-model");
         config.idle_timeout = Duration::from_secs(30);
         state.connect_model(ModelSettings {
@@ -822,10 +845,29 @@ async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
     let mut turn = chat(&base, &token, json!({"messages": [user("info")]})).await;
     let run_id = turn.run_id.clone().unwrap();
     turn.until("approval_request").await;
+    // The monitoring sees the run and its waiting call.
+    let shown = metrics(&base).await;
+    assert!(
+        shown.contains("data_plane_chat_runs_running 1\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("data_plane_chat_approvals_waiting 1\n"),
+        "{shown}"
+    );
     let (status, body) = post(&format!("{base}/v1/runs/{run_id}/stop"), &token, json!({})).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("stopped")));
     let rest = turn.rest().await;
     assert_eq!(kinds(&rest), ["approval_result", "done"]);
+    let shown = metrics(&base).await;
+    assert!(
+        shown.contains("data_plane_chat_runs_running 0\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("data_plane_chat_approvals_waiting 0\n"),
+        "{shown}"
+    );
     assert_eq!(rest[0].2["status"], "expired");
     assert_eq!(rest[0].2["reason"], "the call was stopped before an answer");
     let (status, body) = post(

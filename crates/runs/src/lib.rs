@@ -275,9 +275,12 @@ impl Runs {
         }
     }
 
-    /// Runs running on this replica now.
-    pub fn running_here(&self) -> usize {
-        lock(&self.inner.live).len()
+    /// Runs running on this replica now, and their calls waiting for a
+    /// person's approval.
+    pub fn load_here(&self) -> (usize, usize) {
+        let live = lock(&self.inner.live);
+        let waiting = live.values().map(|run| *run.waiting.borrow()).sum();
+        (live.len(), waiting)
     }
 }
 

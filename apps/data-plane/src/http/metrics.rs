@@ -1,5 +1,6 @@
 //! Prometheus metrics: HTTP requests by route and status with latency, tool
-//! calls by tool and outcome with latency, and how far the keyword index is.
+//! calls by tool and outcome with latency, how far the keyword index is, and
+//! the chat runs running here with the calls waiting for an approval.
 //! Served on the main listener to service tokens only, and without a token
 //! on a separate listener when `DATA_PLANE_METRICS_ADDR` is set.
 
@@ -58,6 +59,8 @@ pub struct Metrics {
     tool_calls: Family<ToolLabels, Counter>,
     tool_seconds: Family<ToolName, Histogram, fn() -> Histogram>,
     index_seq: Gauge,
+    runs_running: Gauge,
+    approvals_waiting: Gauge,
     audit_write_failures: Counter,
     audit_records_spooled: Counter,
     audit_records_replayed: Counter,
@@ -124,6 +127,18 @@ impl Metrics {
             "last change-log entry applied to the keyword index",
             index_seq.clone(),
         );
+        let runs_running = Gauge::default();
+        registry.register(
+            "chat_runs_running",
+            "chat runs this replica is running",
+            runs_running.clone(),
+        );
+        let approvals_waiting = Gauge::default();
+        registry.register(
+            "chat_approvals_waiting",
+            "calls of this replica's chat runs waiting for a person's approval",
+            approvals_waiting.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             http_requests,
@@ -131,6 +146,8 @@ impl Metrics {
             tool_calls,
             tool_seconds,
             index_seq,
+            runs_running,
+            approvals_waiting,
             audit_write_failures,
             audit_records_spooled,
             audit_records_replayed,
@@ -244,6 +261,10 @@ pub async fn serve(State(state): State<AppState>) -> impl IntoResponse {
         .metrics
         .index_seq
         .set(state.index.last_seq().unwrap_or(0));
+    let (running, waiting) = state.runs.load_here();
+    let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    state.metrics.runs_running.set(gauge(running));
+    state.metrics.approvals_waiting.set(gauge(waiting));
     // The ledger counts; the counters shown catch up to it.
     let ledger = &state.ledger;
     for (shown, now) in [
