@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use data_plane_store::Scope;
@@ -33,18 +33,6 @@ fn corpus(dir: &std::path::Path) {
         }
         std::fs::write(folder.join(format!("note{i}.md")), text).unwrap();
     }
-}
-
-fn binary(test: &TestDatabase, data_dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_data-plane"));
-    command
-        .env("DATABASE_URL", &test.app_url)
-        .env("DATABASE_OWNER_URL", &test.owner_url)
-        .env("DATA_PLANE_DATA_DIR", data_dir)
-        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
-        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
-        .env_remove("DATA_PLANE_MODEL");
-    command
 }
 
 /// A count read with the system's rights (row-level security applies to
@@ -79,7 +67,7 @@ async fn a_killed_ingest_leaves_whole_documents_and_the_next_start_serves() {
     let data_dir = tempfile::tempdir().unwrap();
     corpus(files.path());
 
-    let mut ingest = binary(&test, data_dir.path())
+    let mut ingest = common::binary(&test, data_dir.path())
         .args(["ingest", files.path().to_str().unwrap(), "--space", "crash"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -118,7 +106,7 @@ async fn a_killed_ingest_leaves_whole_documents_and_the_next_start_serves() {
 
     // The next start serves what was stored.
     let port = data_plane_testkit::unused_addr().port();
-    let token = binary(&test, data_dir.path())
+    let token = common::binary(&test, data_dir.path())
         .args(["token", "--user", "reader@example.com", "--space", "crash"])
         .output()
         .unwrap();
@@ -128,7 +116,7 @@ async fn a_killed_ingest_leaves_whole_documents_and_the_next_start_serves() {
         String::from_utf8_lossy(&token.stderr)
     );
     let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
-    let mut server = binary(&test, data_dir.path())
+    let mut server = common::binary(&test, data_dir.path())
         .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -182,7 +170,7 @@ async fn a_killed_ingest_leaves_whole_documents_and_the_next_start_serves() {
     server.wait().unwrap();
 
     // The same ingest again finishes the job, once per file.
-    let again = binary(&test, data_dir.path())
+    let again = common::binary(&test, data_dir.path())
         .args(["ingest", files.path().to_str().unwrap(), "--space", "crash"])
         .output()
         .unwrap();

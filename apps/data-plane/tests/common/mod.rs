@@ -123,13 +123,12 @@ pub async fn json(resp: reqwest::Response) -> (u16, serde_json::Value) {
     (status, body)
 }
 
-/// `data-plane serve` as a second process over `test`'s database (no
-/// migrations, no model, no modules unless the caller adds them), on
-/// `addr`, its files in `data_dir`; its log goes to the test's stderr.
-pub fn server_process(
+/// The `data-plane` binary over `test`'s database, its files in `data_dir`,
+/// the local embedding model and no chat model or remote modules (the
+/// caller adds what it needs).
+pub fn binary(
     test: &data_plane_store::testing::TestDatabase,
     data_dir: &std::path::Path,
-    addr: std::net::SocketAddr,
 ) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"));
     command
@@ -140,7 +139,19 @@ pub fn server_process(
         .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
         .env_remove("DATA_PLANE_MODEL")
         .env_remove("DATA_PLANE_MODULES")
-        .env_remove("DATA_PLANE_MODULES_FILE")
+        .env_remove("DATA_PLANE_MODULES_FILE");
+    command
+}
+
+/// `data-plane serve` as a second process over `test`'s database (no
+/// migrations) on `addr`; its log goes to the test's stderr.
+pub fn server_process(
+    test: &data_plane_store::testing::TestDatabase,
+    data_dir: &std::path::Path,
+    addr: std::net::SocketAddr,
+) -> std::process::Command {
+    let mut command = binary(test, data_dir);
+    command
         .env("RUST_LOG", "warn")
         .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
         .stdout(std::process::Stdio::null())
