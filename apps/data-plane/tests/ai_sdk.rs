@@ -17,10 +17,8 @@ use std::time::Duration;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, ScriptedCall, text_reply, tool_calls_reply};
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
-use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_store::Scope;
-use data_plane_store::content::{self, SourceKind};
-use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::identity::{self, Permission};
 use data_plane_store::testing::TestDatabase;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -54,27 +52,8 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         .await
         .unwrap()
         .id;
-    let (space, _) = identity::ensure_space(&mut tx, "guides").await.unwrap();
-    identity::add_member(&mut tx, space.id, user, MembershipRole::Viewer)
-        .await
-        .unwrap();
-    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
-        .await
-        .unwrap();
     tx.commit().await.unwrap();
-    let doc = Pipeline::new(db.clone(), common::embedder())
-        .ingest_file(
-            Scope::System,
-            Target {
-                space_id: space.id,
-                source_id: source.id,
-            },
-            "guides/vacuum.md",
-            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
-        )
-        .await
-        .unwrap()
-        .document_id;
+    let (space, doc) = common::space_with_guide(&db, "guides", &[user]).await;
 
     let model = FakeModel::start().await;
     let analyze = json!({"document_id": doc, "question": "what does it say?"}).to_string();
@@ -116,7 +95,7 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         .current_dir(&dir)
         .env("DATA_PLANE_URL", &base)
         .env("USER_TOKEN", &token)
-        .env("SPACE_ID", space.id.to_string())
+        .env("SPACE_ID", space.to_string())
         .env("FIRST_QUESTION", FIRST)
         .env("SECOND_QUESTION", SECOND)
         .kill_on_drop(true)

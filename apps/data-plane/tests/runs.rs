@@ -21,11 +21,9 @@ use data_plane_agent::testing::{
     FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply,
 };
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
-use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_runs::RunsConfig;
 use data_plane_store::Scope;
-use data_plane_store::content::{self, SourceKind};
-use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::identity::{self, Permission};
 use data_plane_store::testing::TestDatabase;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -73,36 +71,15 @@ async fn world() -> World {
         .await
         .unwrap()
         .id;
-    let (alpha, _) = identity::ensure_space(&mut tx, "alpha").await.unwrap();
-    for user in [alice, bob] {
-        identity::add_member(&mut tx, alpha.id, user, MembershipRole::Viewer)
-            .await
-            .unwrap();
-    }
-    let source = content::ensure_source(&mut tx, alpha.id, "notes", SourceKind::Files)
-        .await
-        .unwrap();
     tx.commit().await.unwrap();
-    let doc = Pipeline::new(db.clone(), common::embedder())
-        .ingest_file(
-            Scope::System,
-            Target {
-                space_id: alpha.id,
-                source_id: source.id,
-            },
-            "guides/vacuum.md",
-            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
-        )
-        .await
-        .unwrap()
-        .document_id;
+    let (alpha, doc) = common::space_with_guide(&db, "alpha", &[alice, bob]).await;
     World {
         test,
         jwt: common::jwt(),
         alice,
         bob,
         admin,
-        alpha: alpha.id,
+        alpha,
         doc,
     }
 }

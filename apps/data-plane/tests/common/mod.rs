@@ -168,3 +168,44 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The vacuum guide the chat tests read.
+pub const VACUUM_GUIDE: &[u8] =
+    b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n";
+
+/// A space `name` that `viewers` read, with a source `notes` holding
+/// `guides/vacuum.md` ([`VACUUM_GUIDE`]), ingested for real: (space, document).
+pub async fn space_with_guide(
+    db: &Db,
+    name: &str,
+    viewers: &[uuid::Uuid],
+) -> (uuid::Uuid, uuid::Uuid) {
+    use data_plane_ingest::pipeline::{Pipeline, Target};
+    use data_plane_store::content::{self, SourceKind};
+    use data_plane_store::identity::{self, MembershipRole};
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let (space, _) = identity::ensure_space(&mut tx, name).await.unwrap();
+    for user in viewers {
+        identity::add_member(&mut tx, space.id, *user, MembershipRole::Viewer)
+            .await
+            .unwrap();
+    }
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let doc = Pipeline::new(db.clone(), embedder())
+        .ingest_file(
+            data_plane_store::Scope::System,
+            Target {
+                space_id: space.id,
+                source_id: source.id,
+            },
+            "guides/vacuum.md",
+            VACUUM_GUIDE,
+        )
+        .await
+        .unwrap()
+        .document_id;
+    (space.id, doc)
+}
