@@ -8,8 +8,9 @@
 //!   as a route that runs the same agent into a bounded channel and the same
 //!   SSE encoding with nothing recorded; the difference is what recording
 //!   adds per event, their quotient the ratio;
-//! - how long after the client's last event the recorder has the run's last
-//!   event in the table;
+//! - how long after the last text chunk the client reads `done`, both ways:
+//!   a run's last event is sent once the table holds it and the run's end,
+//!   so whoever reads `done` finds the run ended;
 //! - replay throughput of a finished run: events per second read back over
 //!   HTTP (`GET /v1/runs/{id}/events`), and straight from the table through
 //!   the store (pages of 256, as readers read).
@@ -169,7 +170,9 @@ async fn serve(b: &Bench, model: &FakeModel) -> String {
 }
 
 /// Seconds from the first to the last text event, text events, the run id.
-async fn read(r: reqwest::Response) -> (f64, usize, Option<String>) {
+/// The span from the first text chunk to the last, how many there were,
+/// how long after the last the stream's last event came, and the run id.
+async fn read(r: reqwest::Response) -> (f64, usize, f64, Option<String>) {
     assert_eq!(r.status(), 200);
     let run_id = r
         .headers()
@@ -186,8 +189,9 @@ async fn read(r: reqwest::Response) -> (f64, usize, Option<String>) {
             count += 1;
         }
     }
+    let ended = last.unwrap().elapsed().as_secs_f64();
     let span = last.unwrap().duration_since(first.unwrap()).as_secs_f64();
-    (span, count, run_id)
+    (span, count, ended, run_id)
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -223,22 +227,25 @@ async fn until_recorded(b: &Bench, run_id: Uuid) -> Duration {
 async fn per_chunk(b: &Bench, model: &FakeModel, base: &str) {
     let parts: Vec<String> = (0..CHUNKS).map(|i| format!("w{i} ")).collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-    let (mut before, mut now, mut lag) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut before, mut now) = (Vec::new(), Vec::new());
+    let (mut end_before, mut end_now, mut lag) = (Vec::new(), Vec::new(), Vec::new());
     // One of each first, to warm connections and the registry.
     for warm in [true, false] {
         for _ in 0..if warm { 1 } else { RUNS } {
             model.push(text_reply(&parts));
-            let (span, count, _) = read(post(b, &format!("{base}/baseline")).await).await;
+            let (span, count, ended, _) = read(post(b, &format!("{base}/baseline")).await).await;
             assert_eq!(count, CHUNKS);
             if !warm {
                 before.push(span * 1e6 / CHUNKS as f64);
+                end_before.push(ended * 1e3);
             }
             model.push(text_reply(&parts));
-            let (span, count, run) = read(post(b, &format!("{base}/v1/chat")).await).await;
+            let (span, count, ended, run) = read(post(b, &format!("{base}/v1/chat")).await).await;
             assert_eq!(count, CHUNKS);
             let waited = until_recorded(b, run.unwrap().parse().unwrap()).await;
             if !warm {
                 now.push(span * 1e6 / CHUNKS as f64);
+                end_now.push(ended * 1e3);
                 lag.push(waited.as_secs_f64() * 1e3);
             }
         }
@@ -250,14 +257,23 @@ async fn per_chunk(b: &Bench, model: &FakeModel, base: &str) {
     println!("runs_chunk_through_run_us {now:.2}");
     println!("runs_recording_added_per_event_us {:.2}", now - before);
     println!("runs_recording_ratio {:.2}", now / before);
-    println!("runs_recorded_after_last_event_ms {:.1}", median(&mut lag));
+    println!(
+        "runs_done_after_last_chunk_before_runs_ms {:.1}",
+        median(&mut end_before)
+    );
+    println!(
+        "runs_done_after_last_chunk_through_run_ms {:.1}",
+        median(&mut end_now)
+    );
+    // Zero when the run's end is recorded by the time its client has `done`.
+    println!("runs_recorded_after_done_ms {:.1}", median(&mut lag));
 }
 
 async fn replay(b: &Bench, model: &FakeModel, base: &str) {
     let parts: Vec<String> = (0..REPLAY_CHUNKS).map(|i| format!("w{i} ")).collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     model.push(text_reply(&parts));
-    let (_, count, run) = read(post(b, &format!("{base}/v1/chat")).await).await;
+    let (_, count, _, run) = read(post(b, &format!("{base}/v1/chat")).await).await;
     assert_eq!(count, REPLAY_CHUNKS);
     let run_id: Uuid = run.unwrap().parse().unwrap();
     until_recorded(b, run_id).await;

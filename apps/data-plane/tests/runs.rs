@@ -1018,6 +1018,12 @@ async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() 
     let tail: Vec<&str> = kinds(&got)[got.len() - 3..].to_vec();
     assert_eq!(tail, ["text_delta", "text_delta", "done"]);
     assert!(kinds(&got).contains(&"tool_result"));
+    // Whoever has read `done`, on either process, finds the run ended.
+    for server in [&other, &base] {
+        let (_, run) = get(&format!("{server}/v1/runs/{run_id}"), &token).await;
+        assert_eq!(run["status"], "done");
+        assert_eq!(run["last_event_id"], got.len() as i64);
+    }
     // Stopping from the other process reaches the run here.
     model.push(call(
         "call_model_info2",

@@ -30,6 +30,10 @@ const RING: usize = 512;
 /// there reads it (they say so every 10 s); its grace period starts after.
 const WATCHED_ELSEWHERE_FOR: Duration = Duration::from_secs(15);
 
+/// How long readers here wait for the table to hold the run's last event
+/// before they are sent it anyway.
+const LAST_EVENT_WAIT: Duration = Duration::from_secs(10);
+
 pub(crate) struct LiveRun {
     pub id: Uuid,
     pub user_id: Uuid,
@@ -69,6 +73,9 @@ struct Log {
     events: VecDeque<Arc<RunEvent>>,
     next: i64,
     recorded: i64,
+    /// Readers here see events up to this number: the last event waits
+    /// until the table says how the run ended.
+    visible: i64,
     /// No more events: the last one was sent.
     closed: bool,
 }
@@ -110,19 +117,49 @@ impl LiveRun {
     /// Numbers and sends one event: to readers here at once, to the
     /// recorder in order (waiting while it is far behind). `false` when
     /// the run may send no more (its limit, or it has ended).
-    pub async fn emit(self: &Arc<Self>, inner: &Inner, kind: &str, mut data: Value) -> bool {
+    pub async fn emit(self: &Arc<Self>, inner: &Inner, kind: &str, data: Value) -> bool {
+        self.push(inner, kind, data, None).await.is_some()
+    }
+
+    /// Hands the run's last event, saying how it ended, to the recorder,
+    /// which records both in one transaction; readers here see it once
+    /// [`LiveRun::publish_last`] is called. Its number, unless the run had
+    /// ended already.
+    pub async fn emit_last(
+        self: &Arc<Self>,
+        inner: &Inner,
+        kind: &str,
+        data: Value,
+        status: RunStatus,
+    ) -> Option<i64> {
+        self.push(inner, kind, data, Some(status)).await
+    }
+
+    /// Shows readers here the last event.
+    pub fn publish_last(&self, seq: i64) {
+        lock(&self.log).visible = seq;
+        self.latest.send_replace(seq);
+    }
+
+    async fn push(
+        self: &Arc<Self>,
+        inner: &Inner,
+        kind: &str,
+        mut data: Value,
+        ends: Option<RunStatus>,
+    ) -> Option<i64> {
         if let Value::Object(map) = &mut data {
             map.insert("type".into(), Value::String(kind.into()));
         }
         // PostgreSQL's jsonb holds no NUL character: the event is sent as it
         // will be replayed.
         without_nul(&mut data);
-        let last = kind == "done" || kind == "error";
+        let last = ends.is_some();
         let _order = self.emitting.lock().await;
         let event = {
             let mut log = lock(&self.log);
             if log.closed {
-                return false;
+                return None;
             }
             let seq = log.next;
             if !last && seq as u64 > inner.config.max_events {
@@ -130,10 +167,13 @@ impl LiveRun {
                 if self.stop(RunStatus::Error) {
                     tracing::warn!(run_id = %self.id, max = inner.config.max_events, "the run reached its event limit and was stopped");
                 }
-                return false;
+                return None;
             }
             log.next += 1;
             log.closed = last;
+            if !last {
+                log.visible = seq;
+            }
             let event = Arc::new(RunEvent {
                 seq,
                 kind: kind.to_string(),
@@ -143,19 +183,23 @@ impl LiveRun {
             trim(&mut log);
             event
         };
-        self.latest.send_replace(event.seq);
+        let seq = event.seq;
+        if !last {
+            self.latest.send_replace(seq);
+        }
         if inner
             .recorder
             .send(Item {
                 run: self.clone(),
                 event,
+                ends,
             })
             .await
             .is_err()
         {
             tracing::error!(run_id = %self.id, "the run recorder is gone; events are no longer recorded");
         }
-        true
+        Some(seq)
     }
 
     /// The recorder wrote events up to `seq`.
@@ -188,7 +232,13 @@ impl LiveRun {
             return Found::InTable;
         }
         let skip = usize::try_from(after + 1 - first).unwrap_or(usize::MAX);
-        let events: Vec<_> = log.events.iter().skip(skip).cloned().collect();
+        let events: Vec<_> = log
+            .events
+            .iter()
+            .skip(skip)
+            .take_while(|e| e.seq <= log.visible)
+            .cloned()
+            .collect();
         if events.is_empty() {
             Found::Nothing
         } else {
@@ -434,19 +484,30 @@ pub(crate) async fn drive(
     // The run's place (a per-user limit) is free before its client hears
     // it ended: a next turn sent at once is admitted.
     drop(hold);
-    run.emit(&inner, kind, data).await;
-    let last = *run.latest.borrow();
+    // The recorder writes the last event and the run's end in one
+    // transaction, so whoever reads `done` finds the run ended; readers
+    // here wait for it too, unless the database is away for long.
+    let last = match run.emit_last(&inner, kind, data, status).await {
+        Some(seq) => seq,
+        None => lock(&run.log).next - 1,
+    };
     let mut recorded = run.recorded.subscribe();
-    let _ = recorded.wait_for(|r| *r >= last).await;
-    for attempt in 0..5u32 {
-        match store::finish(&inner.db, run.id, status, last).await {
-            Ok(_) => break,
-            Err(e) => {
-                tracing::warn!(run_id = %run.id, error = %e, attempt, "cannot record how the run ended");
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+    let in_time = tokio::time::timeout(LAST_EVENT_WAIT, recorded.wait_for(|r| *r >= last))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    if !in_time {
+        tracing::warn!(run_id = %run.id, "the run's last event is not recorded yet; sending it anyway");
+        for attempt in 0..5u32 {
+            match store::finish(&inner.db, run.id, status, last).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(run_id = %run.id, error = %e, attempt, "cannot record how the run ended");
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
             }
         }
     }
+    run.publish_last(last);
     run.ended.send_replace(Some(status));
     lock(&inner.live).remove(&run.id);
 }
@@ -474,6 +535,7 @@ mod tests {
                     data: json!({"type": "text_delta", "text": "x"}),
                 }));
                 log.next = seq + 1;
+                log.visible = seq;
             }
             log.recorded = recorded;
             trim(&mut log);

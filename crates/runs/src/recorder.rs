@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use data_plane_store::runs::{self as store, NewEvent};
+use data_plane_store::runs::{self as store, NewEvent, RunStatus};
 use data_plane_store::{Db, StoreError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -26,6 +26,8 @@ const BATCH: usize = 512;
 pub(crate) struct Item {
     pub run: Arc<LiveRun>,
     pub event: Arc<RunEvent>,
+    /// The run's last event: how the run ended, recorded with it.
+    pub ends: Option<RunStatus>,
 }
 
 pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
@@ -38,6 +40,7 @@ pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
                 seq: i.event.seq,
                 kind: i.event.kind.clone(),
                 data: i.event.data.clone(),
+                ends: i.ends,
             })
             .collect();
         if let Err(e) = write(&db, &rows).await {
@@ -91,6 +94,7 @@ async fn one(db: &Db, row: &NewEvent) {
             "type": row.kind,
             "unrecorded": "this event could not be stored; it was sent live only",
         }),
+        ends: row.ends,
     };
     if let Err(e) = write(db, std::slice::from_ref(&placeholder)).await {
         tracing::warn!(run_id = %row.run_id, seq = row.seq, error = %e, "not even a placeholder could be recorded; the run is probably gone");

@@ -82,6 +82,9 @@ pub struct NewEvent {
     pub seq: i64,
     pub kind: String,
     pub data: Value,
+    /// The run's last event: the run ends with this status in the same
+    /// transaction (unless it had ended already).
+    pub ends: Option<RunStatus>,
 }
 
 /// Records events of any runs in one transaction and announces, per run,
@@ -109,6 +112,19 @@ pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
     .bind(sqlx::types::Json(&data))
     .execute(&mut *tx)
     .await?;
+    for event in events {
+        if let Some(status) = event.ends {
+            sqlx::query(
+                "UPDATE runs SET status = $2, finished_at = now(), last_seq = $3
+                 WHERE id = $1 AND status = 'running'",
+            )
+            .bind(event.run_id)
+            .bind(status)
+            .bind(event.seq)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
     sqlx::query(
         "SELECT pg_notify($1, 'e:' || r || ':' || max(s))
          FROM UNNEST($2::uuid[], $3::bigint[]) AS t(r, s) GROUP BY r",
