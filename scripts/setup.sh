@@ -13,7 +13,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # --no-browser leaves out what only `make test` needs (`make run` passes it):
-# the browser test's chromium and npm packages, and the API fuzzer.
+# the browser test's chromium and npm packages, the API fuzzer and the MCP
+# Python SDK.
 WITH_BROWSER=1
 for arg in "$@"; do
     case "$arg" in
@@ -106,6 +107,10 @@ E2E_MARKER="$E2E_DIR/node_modules/.data-plane-lock-sha256"
 # runs against the server's /openapi.json.
 FUZZ_VENV="$root/.data/fuzz/venv"
 FUZZ_SPEC="schemathesis==4.32.5"
+# The official MCP Python SDK (the `mcp` package from PyPI) that
+# apps/data-plane/tests/mcp.rs drives /mcp with.
+MCP_VENV="$root/.data/mcp/venv"
+MCP_SPEC="mcp==2.3.0"
 
 DEMO_DATASETS=(seattle-weather.csv stocks.csv iowa-electricity.csv us-employment.csv)
 VEGA_WHEEL_SPEC="vega-datasets==0.9.0"
@@ -409,12 +414,23 @@ step_fuzzer() {
     RESULT="installed $FUZZ_SPEC into ${FUZZ_VENV#"$root"/}"
 }
 
+step_mcp_client() {
+    if [[ -x "$MCP_VENV/bin/python" ]] &&
+        [[ "$("$MCP_VENV/bin/pip" show mcp 2>/dev/null | sed -n 's/^Version: //p')" == "${MCP_SPEC#*==}" ]]; then
+        RESULT="present ($MCP_SPEC)"
+        return
+    fi
+    python3 -m venv "$MCP_VENV" >>"$LOG" 2>&1
+    "$MCP_VENV/bin/pip" install --quiet "$MCP_SPEC" >>"$LOG" 2>&1
+    RESULT="installed $MCP_SPEC into ${MCP_VENV#"$root"/}"
+}
+
 # ---- main -----------------------------------------------------------------
 
 mkdir -p "$BUILD"
 printf '\n== setup %s\n' "$(date -u +%FT%TZ)" >>"$LOG"
 total_started="$(date +%s)"
-STEPS=8
+STEPS=9
 ((WITH_BROWSER)) || STEPS=6
 step 1 packages step_packages
 step 2 pgvector step_pgvector
@@ -425,5 +441,6 @@ step 6 corpus step_corpus
 if ((WITH_BROWSER)); then
     step 7 browser step_browser
     step 8 fuzzer step_fuzzer
+    step 9 mcp-client step_mcp_client
 fi
 echo "setup done in $(($(date +%s) - total_started))s"

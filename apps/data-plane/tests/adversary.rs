@@ -286,6 +286,58 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
         }
     }
 
+    // The same calls over MCP (/mcp, one JSON-RPC request each): a result
+    // with isError or one from Mallory's own spaces, never B's data.
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        for space in [None, Some(w.space_a), Some(w.space_b)] {
+            let url = match space {
+                Some(space) => format!("{}/mcp?spaceId={space}", w.base),
+                None => format!("{}/mcp", w.base),
+            };
+            let what = format!("MCP {tool} {args} in {space:?}");
+            let attempt = send(
+                what,
+                http.post(url)
+                    .bearer_auth(&token)
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", "2025-11-25")
+                    .json(&json!({
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "tools/call",
+                        "params": {"name": tool, "arguments": args},
+                    })),
+            )
+            .await;
+            assert_eq!(attempt.status, StatusCode::OK, "{}", attempt.what);
+            if space == Some(w.space_b) {
+                assert!(
+                    attempt.body.contains(r#""isError":true"#)
+                        && attempt.body.contains("among the caller's spaces"),
+                    "{}: {}",
+                    attempt.what,
+                    attempt.body
+                );
+            }
+            attempts.push(attempt);
+        }
+    }
+    let listed = send(
+        "MCP tools/list in B".into(),
+        http.post(format!("{}/mcp?spaceId={}", w.base, w.space_b))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})),
+    )
+    .await;
+    assert!(
+        listed.body.contains(r#""error""#) && !listed.body.contains(r#""tools""#),
+        "{}",
+        listed.body
+    );
+    attempts.push(listed);
+
     // Every route that reads or writes a space's data, aimed at B.
     let b = w.space_b;
     let base = &w.base;

@@ -131,6 +131,9 @@ impl ApiError {
     pub fn code(&self) -> ErrorCode {
         self.code
     }
+    pub fn message(&self) -> &str {
+        &self.message
+    }
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unauthorized, message)
     }

@@ -6,6 +6,7 @@ pub mod chat_limits;
 mod documents;
 mod error;
 mod extract;
+mod mcp;
 mod members;
 pub mod metrics;
 mod module;
@@ -48,6 +49,7 @@ pub const ROUTES: &[&str] = &[
     "/v1/tools",
     "/v1/tools/{name}/execute",
     "/v1/chat",
+    "/mcp",
     "/v1/runs/{run_id}",
     "/v1/runs/{run_id}/events",
     "/v1/runs/{run_id}/stop",
@@ -67,7 +69,15 @@ pub const ROUTES: &[&str] = &[
 
 /// The whole router; tests drive it directly or bind it to 127.0.0.1:0.
 pub fn app(state: AppState) -> Router {
+    // The MCP endpoint authenticates before the protocol's SDK reads a byte.
+    let mcp = Router::new()
+        .route_service("/mcp", mcp::service(state.clone()))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            mcp::authenticate,
+        ));
     Router::new()
+        .merge(mcp)
         .route("/", get(page::index))
         .route("/static/{file}", get(page::asset))
         .route("/healthz", get(healthz))

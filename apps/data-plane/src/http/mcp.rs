@@ -1,0 +1,340 @@
+//! `/mcp`: the Model Context Protocol over its Streamable HTTP transport
+//! (docs/mcp.md). The protocol's own SDK (rmcp) frames JSON-RPC, negotiates
+//! the version and streams replies; this file answers `tools/list` and
+//! `tools/call` with the registry, for the caller of the request's bearer
+//! token, in the space and under the agent profile the URL names.
+//!
+//! The endpoint is stateless: no session lives on a replica, so any replica
+//! answers any request. A call's ToolEvents (analyze_document's sub-agent
+//! above all) become progress notifications on the call's own response
+//! stream when the client sent a progress token; a client that closes that
+//! stream, or sends `notifications/cancelled`, stops the call.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use data_plane_registry::{Annotations, ChannelCallbacks, ToolContext, ToolEntry, ToolEvent};
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::ApiError;
+use super::tools::{SERVICE_PROFILE, check_space, context, with_profile};
+use crate::auth::Caller;
+use crate::state::AppState;
+
+/// What tells a client what this server is for, sent in `initialize`.
+const INSTRUCTIONS: &str = "Tools over the user's documents (navigation, search, reading, \
+analysis, SQL over tabular files) and, where enabled, the web. Name a space with \
+?spaceId= on the endpoint's URL (or the X-Space-Id header) to work in it; without one, \
+tools that need a space are not listed.";
+
+/// The header naming the space, for clients that cannot change the URL.
+const SPACE_HEADER: &str = "x-space-id";
+
+/// The `/mcp` service. Stateless (any replica answers any request) and
+/// answering with an event stream, so that progress notifications reach the
+/// client before the result. The transport's Host check is off: every
+/// request carries a bearer token, which a page rebinding a name to this
+/// server cannot attach, and the deployment's own names are not known here.
+pub fn service(state: AppState) -> StreamableHttpService<McpServer, NeverSessionManager> {
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    config.legacy_session_mode = false;
+    config.json_response = false;
+    config.max_request_body_bytes = super::MAX_BODY_BYTES;
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(state.clone())),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// Authenticates every `/mcp` request as the rest of the API does and hands
+/// the caller to the handler; a refusal is answered 401 with
+/// `WWW-Authenticate: Bearer`, as the protocol's authorization section asks.
+pub async fn authenticate(
+    caller: Result<Caller, ApiError>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match caller {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => {
+            let unauthorized = e.code() == super::ErrorCode::Unauthorized;
+            let mut response = e.into_response();
+            if unauthorized {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"data-plane\""),
+                );
+            }
+            response
+        }
+    }
+}
+
+/// Answers one request's MCP messages.
+#[derive(Clone)]
+pub struct McpServer {
+    state: AppState,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EndpointQuery {
+    space_id: Option<String>,
+    agent: Option<String>,
+}
+
+impl McpServer {
+    fn new(state: AppState) -> Self {
+        McpServer { state }
+    }
+
+    /// The tool context of the request behind `rq`: its caller, the space
+    /// and profile its URL (or header) names, settings as stored now.
+    async fn tool_context(&self, rq: &RequestContext<RoleServer>) -> Result<ToolContext, McpError> {
+        let parts = rq
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .ok_or_else(|| McpError::internal_error("the HTTP request is missing", None))?;
+        let caller =
+            parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+                McpError::internal_error("the request was not authenticated", None)
+            })?;
+        let query: EndpointQuery = match parts.uri.query() {
+            Some(q) => serde_urlencoded_query(q)?,
+            None => EndpointQuery::default(),
+        };
+        let space = query.space_id.or_else(|| {
+            parts
+                .headers
+                .get(SPACE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim().to_string())
+        });
+        let space_id = match space.filter(|s| !s.is_empty()) {
+            None => None,
+            Some(text) => Some(Uuid::parse_str(&text).map_err(|_| {
+                McpError::invalid_params(
+                    format!("spaceId: {text:?} is not a space id (a UUID)"),
+                    None,
+                )
+            })?),
+        };
+        if let Some(space_id) = space_id {
+            check_space(&self.state, &caller, space_id)
+                .await
+                .map_err(refused)?;
+        }
+        let ctx = context(&self.state, &caller, space_id, &parts.headers)
+            .await
+            .map_err(refused)?;
+        let agent = query.agent.as_deref().unwrap_or(SERVICE_PROFILE);
+        with_profile(&self.state, ctx, agent, "agent").map_err(refused)
+    }
+}
+
+/// The endpoint's query string, read with the same rules as axum's `Query`.
+fn serde_urlencoded_query(q: &str) -> Result<EndpointQuery, McpError> {
+    let uri: axum::http::Uri = format!("/mcp?{q}")
+        .parse()
+        .map_err(|_| McpError::invalid_params("the endpoint's query is not valid", None))?;
+    axum::extract::Query::<EndpointQuery>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .map_err(|e| McpError::invalid_params(format!("the endpoint's query: {e}"), None))
+}
+
+fn refused(e: ApiError) -> McpError {
+    McpError::invalid_params(e.message().to_string(), None)
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let ctx = self.tool_context(&rq).await?;
+        let tools = self
+            .state
+            .registry
+            .available_entries(&ctx)
+            .iter()
+            .map(|entry| mcp_tool(entry, &ctx))
+            .collect::<Result<Vec<Tool>, _>>()
+            .map_err(|e| McpError::internal_error(format!("a tool cannot be listed: {e}"), None))?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ctx = match self.tool_context(&rq).await {
+            Ok(ctx) => ctx,
+            // The call cannot run here: the client's model reads why.
+            Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e.message)]).into()),
+        };
+        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
+        let ctx = ctx.with_call_id(call_id.clone());
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let progress = rq.meta.get_progress_token();
+        let (callbacks, mut events) = ChannelCallbacks::new();
+        let registry = self.state.registry.clone();
+        let call = registry.execute_tool(&request.name, args, &ctx, &callbacks);
+        tokio::pin!(call);
+        let mut sent = 0u32;
+        let mut forward = async |event: ToolEvent| {
+            let Some(token) = &progress else { return };
+            if is_the_call_itself(&event, &call_id) {
+                return;
+            }
+            sent += 1;
+            let message = serde_json::to_string(&event).unwrap_or_default();
+            let note = ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                .with_message(message);
+            if let Err(e) = rq.peer.notify_progress(note).await {
+                tracing::debug!(error = %e, "a progress notification was not delivered");
+            }
+        };
+        let result = loop {
+            tokio::select! {
+                result = &mut call => break result,
+                Some(event) = events.recv() => forward(event).await,
+                () = rq.ct.cancelled() => {
+                    // Dropping the call stops it (a model request, a fetch,
+                    // a remote module's call); the client hears nothing more.
+                    return Err(McpError::internal_error("the call was cancelled", None));
+                }
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            forward(event).await;
+        }
+        self.state.metrics.tool_call(&result);
+        Ok(call_result(&result).into())
+    }
+}
+
+/// The call's own tool_call and tool_result: the client made the call and
+/// gets the result; only what happens inside is progress.
+fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
+    match event {
+        ToolEvent::ToolCall { call_id: id, .. } | ToolEvent::ToolResult { call_id: id, .. } => {
+            id == call_id
+        }
+        _ => false,
+    }
+}
+
+/// A ToolResult as MCP's CallToolResult: the data as structured content
+/// (and its JSON as text, for clients that read only text), or a failure
+/// as `isError` with the error's message (and its code in the structured
+/// content), which the client's model reads.
+fn call_result(result: &data_plane_registry::ToolResult) -> CallToolResult {
+    if let Some(error) = result.error.as_ref().filter(|_| !result.success) {
+        let mut out = CallToolResult::error(vec![ContentBlock::text(error.message.clone())]);
+        out.structured_content = Some(json!({ "error": error }));
+        return out;
+    }
+    match &result.data {
+        Some(data @ Value::Object(_)) => CallToolResult::structured(data.clone()),
+        Some(other) => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
+        None => CallToolResult::success(Vec::new()),
+    }
+}
+
+/// A registry entry as an MCP tool: the name and parameters the model is
+/// offered in `ctx`, a title, and the annotations as MCP's hints.
+fn mcp_tool(entry: &ToolEntry, ctx: &ToolContext) -> Result<Tool, serde_json::Error> {
+    let definition = entry.definition_for(ctx);
+    let name = definition["name"]
+        .as_str()
+        .unwrap_or(&entry.name)
+        .to_string();
+    let mut schema = definition
+        .get("parameters")
+        .cloned()
+        .unwrap_or_else(|| json!({ "type": "object" }));
+    if schema.get("type").is_none() {
+        schema["type"] = json!("object");
+    }
+    let title = title(&entry.name);
+    let Annotations {
+        read_only,
+        destructive,
+        idempotent,
+        open_world,
+        ..
+    } = entry.annotations;
+    serde_json::from_value(json!({
+        "name": name,
+        "title": title,
+        "description": definition["description"],
+        "inputSchema": schema,
+        "annotations": {
+            "title": title,
+            "readOnlyHint": read_only,
+            "destructiveHint": destructive,
+            "idempotentHint": idempotent,
+            "openWorldHint": open_world,
+        },
+    }))
+}
+
+/// `search_documents` → "Search documents"; a remote module's tool keeps
+/// its module in front ("weather: Get forecast").
+fn title(name: &str) -> String {
+    let (module, tool) = match name.split_once('.') {
+        Some((module, tool)) => (Some(module), tool),
+        None => (None, name),
+    };
+    let words = tool.replace(['_', '-'], " ");
+    let mut chars = words.chars();
+    let sentence: Cow<'_, str> = match chars.next() {
+        Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
+        None => words.as_str().into(),
+    };
+    match module {
+        Some(module) => format!("{module}: {sentence}"),
+        None => sentence.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_read_as_words() {
+        assert_eq!(title("search_documents"), "Search documents");
+        assert_eq!(title("analyze_document"), "Analyze document");
+        assert_eq!(title("weather.get_forecast"), "weather: Get forecast");
+        assert_eq!(title(""), "");
+    }
+}

@@ -1,0 +1,235 @@
+//! `/mcp` driven by the official MCP Python SDK (the `mcp` package from
+//! PyPI, installed by `make setup` into .data/mcp/venv; tests/mcp/client.py)
+//! against a real server on 127.0.0.1 with PostgreSQL and a fake model:
+//! refusal without a token, initialize, the tool list with titles and
+//! annotations, a call, a call with bad arguments (an `isError` result),
+//! analyze_document's sub-agent as progress notifications, and a
+//! cancelled call whose sub-agent's model request is closed.
+
+// Test helpers report failure by panicking, like the tests that call them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use data_plane_agent::AgentConfig;
+use data_plane_agent::testing::tool_calls_reply;
+use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply};
+use data_plane_handlers::{ModelSettings, SubAgentLimits};
+use data_plane_store::Scope;
+use data_plane_store::identity::{self, Permission};
+use data_plane_store::testing::TestDatabase;
+use serde_json::{Value, json};
+
+fn python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.data/mcp/venv/bin/python");
+    assert!(
+        python.is_file(),
+        "this test needs the MCP Python SDK in {}: run `make setup`",
+        python.display()
+    );
+    python
+}
+
+#[tokio::test]
+async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
+    let python = python();
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, "mcp@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let (space, doc) = common::space_with_guide(&db, "guides", &[user]).await;
+
+    // analyze_document's sub-agent: reads, answers; then, for the call the
+    // client cancels, starts an answer it never finishes.
+    let model = FakeModel::start().await;
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_read",
+        name: "read_document",
+        fragments: &["{\"max_length\": 200}"],
+    }]));
+    model.push(text_reply(&["It reclaims ", "dead tuples."]));
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(
+            json!({"role": "assistant", "content": "Thinking"}),
+            None,
+        )),
+        Piece::Hang,
+    ]));
+
+    let jwt = common::jwt();
+    let state = common::state(db, common::embedder(), jwt.clone());
+    let config = AgentConfig::new(model.base_url(), "test-model");
+    state.connect_model(ModelSettings {
+        agent: config.clone(),
+        sub_agent: SubAgentLimits::default(),
+    });
+    let base = common::serve(state.with_agent(config).unwrap()).await;
+    let token = jwt
+        .issue(
+            user,
+            "mcp@example.com",
+            Permission::User,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+
+    // Without a token: 401 with the challenge the protocol asks for.
+    let r = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Bearer"),
+        "{:?}",
+        r.headers()
+    );
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let output = tokio::process::Command::new(&python)
+        .arg(&script)
+        .env("DATA_PLANE_URL", &base)
+        .env("USER_TOKEN", &token)
+        .env("SPACE_ID", space.to_string())
+        .env("DOCUMENT_ID", doc.to_string())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(90), output)
+        .await
+        .expect("the SDK's client finished within 90 s")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "client.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    // Refused without a token (the 401 itself is checked above; the SDK
+    // reports it as an error response).
+    assert_eq!(got["refused"]["connected"], false, "{got:#}");
+    assert!(
+        got["refused"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("MCPError"),
+        "{:#}",
+        got["refused"]
+    );
+
+    // The handshake.
+    assert_eq!(got["initialize"]["server"], "data-plane");
+    let version = got["initialize"]["protocolVersion"].as_str().unwrap();
+    assert!(
+        version >= "2025-06-18",
+        "an old protocol version: {version}"
+    );
+    assert_eq!(got["initialize"]["tools"], true);
+
+    // The list: the registry's tools in the space, titled and annotated.
+    let tools = got["tools"].as_array().unwrap();
+    let tool = |name: &str| -> &Value {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {tools:#?}"))
+    };
+    let search = tool("search_documents");
+    assert_eq!(search["title"], "Search documents");
+    assert_eq!(search["inputSchema"]["type"], "object");
+    assert!(search["inputSchema"]["properties"]["query"].is_object());
+    assert_eq!(
+        search["annotations"],
+        json!({
+            "title": "Search documents",
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": false,
+        })
+    );
+    assert!(tool("analyze_document")["description"].is_string());
+    assert!(
+        !tools.iter().any(|t| t["name"] == "web_search"),
+        "web search is off by default: {tools:#?}"
+    );
+
+    // A call: the tool's data as structured content and as text.
+    let info = &got["info"];
+    assert_eq!(info["isError"], false, "{info:#}");
+    assert_eq!(
+        info["structured"]["document_id"],
+        doc.to_string(),
+        "{info:#}"
+    );
+    let text: Value = serde_json::from_str(info["text"][0].as_str().unwrap()).unwrap();
+    assert_eq!(text, info["structured"]);
+
+    // Bad arguments: a result the client's model reads, not a protocol error.
+    let bad = &got["bad"];
+    assert_eq!(bad["isError"], true, "{bad:#}");
+    assert_eq!(
+        bad["structured"]["error"]["code"], "invalid_arguments",
+        "{bad:#}"
+    );
+    assert!(
+        bad["text"][0].as_str().unwrap().contains("document_id"),
+        "{bad:#}"
+    );
+
+    // analyze_document: its sub-agent's events as progress, then the result.
+    let analysis = &got["analysis"];
+    assert_eq!(analysis["isError"], false, "{analysis:#}");
+    assert_eq!(
+        analysis["structured"]["analysis"],
+        "It reclaims dead tuples."
+    );
+    let progress = analysis["progress"].as_array().unwrap();
+    let events: Vec<Value> = progress
+        .iter()
+        .map(|p| serde_json::from_str(p["message"].as_str().unwrap()).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"subagent_start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"subagent_end"), "{kinds:?}");
+    for kind in [
+        "subagent_tool_call",
+        "subagent_tool_result",
+        "subagent_chunk",
+    ] {
+        assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
+    }
+    let parent = events[0]["parent_call_id"].as_str().unwrap();
+    assert!(parent.starts_with("mcp_"), "{parent}");
+    assert!(events.iter().all(|e| e["parent_call_id"] == parent));
+    let steps: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+
+    // Cancelled: the sub-agent's model request was closed, the call never
+    // finished, and the session went on.
+    let cancelled = &got["cancelled"];
+    assert_eq!(cancelled["finished"], false, "{cancelled:#}");
+    assert!(
+        model.wait_dropped(1, Duration::from_secs(10)).await,
+        "the cancelled call's model request was closed"
+    );
+    assert_eq!(got["after_cancel"]["isError"], false);
+    assert_eq!(model.requests().len(), 3, "nothing asked after the cancel");
+}

@@ -1,0 +1,150 @@
+"""Drives data-plane's /mcp endpoint with the official MCP Python SDK.
+
+Run by apps/data-plane/tests/mcp.rs with the venv `make setup` builds
+(.data/mcp/venv). Reads DATA_PLANE_URL, USER_TOKEN, SPACE_ID and DOCUMENT_ID,
+prints one JSON object of what the SDK saw, for the Rust test to check:
+
+- refused: connecting without a token fails, and how;
+- initialize: the server's name and the protocol version agreed;
+- tools: every listed tool with its title, annotations and input schema;
+- info: document_info's result (structured content, isError);
+- bad: a call with arguments the tool refuses;
+- analysis: analyze_document's result with the progress messages received;
+- cancelled: a call cancelled after its first progress message.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import anyio
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+def endpoint() -> str:
+    return f"{os.environ['DATA_PLANE_URL']}/mcp?spaceId={os.environ['SPACE_ID']}"
+
+
+def http_client(token: str | None) -> httpx2.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0))
+
+
+def result_json(result) -> dict:
+    return {
+        "isError": bool(result.is_error),
+        "text": [c.text for c in result.content if getattr(c, "type", None) == "text"],
+        "structured": result.structured_content,
+    }
+
+
+async def refused() -> dict:
+    try:
+        async with http_client(None) as client:
+            async with streamable_http_client(endpoint(), http_client=client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    with anyio.fail_after(20):
+                        await session.initialize()
+        return {"connected": True}
+    except BaseException as e:  # the SDK raises groups from its task group
+        return {"connected": False, "error": describe(e)}
+
+
+def describe(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(describe(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
+async def session_run(token: str) -> dict:
+    out: dict = {}
+    async with http_client(token) as client:
+        async with streamable_http_client(endpoint(), http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                out["initialize"] = {
+                    "server": init.server_info.name,
+                    "protocolVersion": str(init.protocol_version),
+                    "tools": init.capabilities.tools is not None,
+                }
+                listed = await session.list_tools()
+                out["tools"] = [
+                    {
+                        "name": t.name,
+                        "title": t.title,
+                        "description": t.description,
+                        "inputSchema": t.input_schema,
+                        "annotations": t.annotations.model_dump(exclude_none=True, by_alias=True)
+                        if t.annotations
+                        else None,
+                    }
+                    for t in listed.tools
+                ]
+                doc = os.environ["DOCUMENT_ID"]
+                info = await session.call_tool("document_info", {"document_id": doc})
+                out["info"] = result_json(info)
+                bad = await session.call_tool("read_document", {"document_id": "not-a-uuid", "offset": -4})
+                out["bad"] = result_json(bad)
+
+                progress: list[dict] = []
+
+                async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                    progress.append({"progress": value, "total": total, "message": message})
+
+                analysis = await session.call_tool(
+                    "analyze_document",
+                    {"document_id": doc, "question": "What does VACUUM do?"},
+                    progress_callback=on_progress,
+                )
+                out["analysis"] = result_json(analysis)
+                out["analysis"]["progress"] = progress
+
+                # Cancelled once the sub-agent has said something: the SDK
+                # closes the call's stream (or sends notifications/cancelled).
+                seen: list[str | None] = []
+                first = anyio.Event()
+
+                async def on_first(value: float, total: float | None, message: str | None) -> None:
+                    seen.append(message)
+                    first.set()
+
+                cancelled = {"finished": False}
+                async with anyio.create_task_group() as tg:
+
+                    async def call() -> None:
+                        await session.call_tool(
+                            "analyze_document",
+                            {"document_id": doc, "question": "Never answered"},
+                            progress_callback=on_first,
+                        )
+                        cancelled["finished"] = True
+
+                    scope = anyio.CancelScope()
+
+                    async def run_call() -> None:
+                        with scope:
+                            await call()
+
+                    tg.start_soon(run_call)
+                    with anyio.fail_after(20):
+                        await first.wait()
+                    scope.cancel()
+                cancelled["progress"] = seen
+                out["cancelled"] = cancelled
+                # The session still answers after a cancelled call.
+                again = await session.call_tool("document_info", {"document_id": doc})
+                out["after_cancel"] = result_json(again)
+    return out
+
+
+async def main() -> None:
+    out = {"refused": await refused()}
+    out.update(await session_run(os.environ["USER_TOKEN"]))
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
