@@ -294,6 +294,7 @@ class Turn {
       case "subagent_end": return this.subEnd(data);
       case "approval_request": return this.approvalRequest(data);
       case "approval_result": return this.approvalResult(data);
+      case "citation": return this.citation(data);
       case "error": return this.fail(data.message || "the stream reported an error", data.code);
       case "done": return this.done(data);
       default: return undefined; // unknown kinds are for newer pages
@@ -595,9 +596,33 @@ class Turn {
     this.finish("stopped");
   }
 
+  // A passage the answer cites, numbered as it is cited: listed under the
+  // answer; opening it reads the document around the span and marks it.
+  citation(data) {
+    if (!this.sources) {
+      this.sources = el("section", "sources");
+      this.sources.setAttribute("aria-label", "Sources");
+      this.sources.append(el("h3", "sources-title", "Sources"), el("ol", "sources-list"));
+    }
+    const item = el("li", "source");
+    item.value = data.index;
+    const button = el("button", "source-open", `[${data.index}] ${data.path || "document"}`);
+    button.type = "button";
+    if (data.title) button.append(el("span", "source-title", " — " + data.title));
+    button.setAttribute("aria-expanded", "false");
+    const view = el("blockquote", "source-view");
+    view.hidden = true;
+    button.addEventListener("click", () => toggleSource(button, view, data));
+    item.append(button, view);
+    this.sources.lastChild.append(item);
+    // The list stays under everything the answer shows.
+    this.bubble.append(this.sources);
+  }
+
   finish(how) {
     if (this.ended) return;
     this.ended = true;
+    if (this.sources) this.bubble.append(this.sources);
     this.bubble.dataset.state = how;
     // A card nobody answered cannot be answered any more.
     for (const box of this.approvals.values()) {
@@ -629,6 +654,50 @@ class Turn {
     }
     return out;
   }
+}
+
+// Characters of context shown on each side of a cited span.
+const SOURCE_CONTEXT = 300;
+
+// Opens or closes a cited source. Opening reads the document around the
+// span (read_document, offsets in code points) and marks the span; when
+// that fails, the quoted passage from the citation is shown marked.
+async function toggleSource(button, view, data) {
+  const open = view.hidden;
+  view.hidden = !open;
+  button.setAttribute("aria-expanded", String(open));
+  if (!open || view.dataset.loaded) return;
+  view.dataset.loaded = "1";
+  view.textContent = "Reading the document…";
+  const start = Math.max(0, data.char_start - SOURCE_CONTEXT);
+  const span = Math.max(0, data.char_end - data.char_start);
+  try {
+    const response = await api("POST", "/v1/tools/read_document/execute", {
+      args: { document_id: data.document_id, start, max_length: span + 2 * SOURCE_CONTEXT },
+      spaceId: state.chat?.space || null,
+    });
+    const result = await response.json();
+    if (!result.success) throw new Error(result.error?.message || "the document could not be read");
+    const chars = Array.from(result.data.text || "");
+    const from = Math.max(0, data.char_start - result.data.start);
+    const to = Math.max(from, data.char_end - result.data.start);
+    showSpan(view, chars.slice(0, from).join(""), chars.slice(from, to).join(""), chars.slice(to).join(""), result.data);
+  } catch (error) {
+    showSpan(view, "", data.text || "", "", null);
+    view.append(el("p", "source-note", "The document could not be read now (" + describe(error) + "); this is the quoted passage."));
+  }
+  view.querySelector("mark")?.scrollIntoView({ block: "nearest" });
+}
+
+function showSpan(view, before, cited, after, read) {
+  view.textContent = "";
+  const text = el("p", "source-text");
+  if (read && read.start > 0) text.append("…");
+  text.append(before);
+  text.append(el("mark", "", cited));
+  text.append(after);
+  if (read && read.end < read.total_chars) text.append("…");
+  view.append(text);
 }
 
 function timing(result) {

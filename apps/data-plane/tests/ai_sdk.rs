@@ -71,7 +71,13 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
     }]));
     model.push(text_reply(&["It reclaims ", "dead tuples."]));
     model.push(text_reply(&["VACUUM ", "reclaims storage."]));
-    model.push(text_reply(&["Reclaims."]));
+    // The second turn searches and cites the hit by its number.
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_search",
+        name: "search_documents",
+        fragments: &["{\"query\": \"vacuum reclaims storage\"}"],
+    }]));
+    model.push(text_reply(&["Reclaims [1]."]));
 
     let jwt = common::jwt();
     let state = common::state(db, common::embedder(), jwt.clone());
@@ -80,7 +86,10 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         agent: config.clone(),
         sub_agent: SubAgentLimits::default(),
     });
-    let base = common::serve(state.with_agent(config).unwrap()).await;
+    // The chat agent with the shipped prompt, which asks for citations.
+    let mut chat = config;
+    chat.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    let base = common::serve(state.with_agent(chat).unwrap()).await;
     let token = jwt
         .issue(
             user,
@@ -153,9 +162,28 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
     assert_eq!(of("step-start").len(), 2, "{first:#}");
 
     let second = &got["second"];
-    assert_eq!(
-        second["parts"].as_array().unwrap().last().unwrap()["text"],
-        "Reclaims."
+    let parts = second["parts"].as_array().unwrap();
+    let text = parts.iter().rev().find(|p| p["type"] == "text").unwrap();
+    assert_eq!(text["text"], "Reclaims [1].");
+    // The cited hit as a source part, its span in the metadata.
+    let sources: Vec<&Value> = parts
+        .iter()
+        .filter(|p| p["type"] == "source-document")
+        .collect();
+    assert_eq!(sources.len(), 1, "{second:#}");
+    let source = sources[0];
+    assert_eq!(source["sourceId"], "1");
+    assert_eq!(source["mediaType"], "text/plain");
+    assert_eq!(source["filename"], "guides/vacuum.md");
+    let cited = &source["providerMetadata"]["dataPlane"];
+    assert_eq!(cited["documentId"], doc.to_string());
+    assert!(
+        cited["charEnd"].as_u64() > cited["charStart"].as_u64(),
+        "{cited}"
+    );
+    assert!(
+        cited["text"].as_str().unwrap().contains("VACUUM"),
+        "{cited}"
     );
     let types: Vec<&str> = got["chunkTypes"]
         .as_array()
@@ -175,6 +203,7 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         "text-start",
         "text-delta",
         "text-end",
+        "source-document",
         "finish",
     ] {
         assert!(types.contains(&kind), "no {kind} chunk in {types:?}");
@@ -183,7 +212,7 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
     // The SDK's messages, sent back, reached the model as the OpenAI
     // conversation: the question, the call, its result, the answer.
     let requests = model.requests();
-    assert_eq!(requests.len(), 5);
+    assert_eq!(requests.len(), 6);
     let sent: Vec<&Value> = requests[4]["messages"]
         .as_array()
         .unwrap()

@@ -1074,3 +1074,68 @@ async fn in_tags_mode_a_tag_line_runs_the_tool_and_stays_out_of_the_text() {
         "Searching the notes.\nSEARCH: dead tuples"
     );
 }
+
+/// The answer cites a search hit by its number: the model read the number
+/// in the tool's result, and the stream carries a `citation` event right
+/// after the text that completed the marker (here split across two
+/// deltas), naming the passage; a number the tools never gave, and a
+/// second mention, cite nothing.
+#[tokio::test]
+async fn an_answer_citing_a_passage_by_its_number_streams_a_citation() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    let base = common::serve(w.state.clone().with_agent(config).unwrap()).await;
+    model.push(tool_calls_reply(&[ScriptedCall {
+        id: "call_model_s",
+        name: "search_documents",
+        fragments: &["{\"query\": \"reclaim storage dead tuples\"}"],
+    }]));
+    model.push(text_reply(&[
+        "VACUUM reclaims storage [",
+        "1]. It is cheap [1][9].",
+    ]));
+    let body = json!({"messages": [user("what does vacuum do?")], "spaceId": w.alpha});
+    let events = events_of(post_chat(&base, &w.alice(), &body).await).await;
+    let kinds: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        ["text_delta", "text_delta", "citation", "done"],
+        "{kinds:?}"
+    );
+    let citation = &events[kinds.len() - 2].2;
+    let hit =
+        &events.iter().find(|e| e.1 == "tool_result").unwrap().2["result"]["data"]["results"][0];
+    assert_eq!(
+        citation,
+        &json!({
+            "type": "citation",
+            "index": 1,
+            "document_id": w.doc,
+            "path": "guides/vacuum.md",
+            "title": hit["heading"],
+            "char_start": hit["char_start"],
+            "char_end": hit["char_end"],
+            "text": hit["text"],
+            "tool": "search_documents",
+            "call_id": "call_model_s",
+        })
+    );
+    assert!(
+        hit["text"].as_str().unwrap().contains("VACUUM reclaims"),
+        "{hit}"
+    );
+    // The model read the number it cited by.
+    let messages = model.requests()[1]["messages"].as_array().unwrap().clone();
+    let fed_back: Value =
+        serde_json::from_str(messages.last().unwrap()["content"].as_str().unwrap()).unwrap();
+    assert_eq!(fed_back["data"]["results"][0]["cite"], 1);
+    // And the prompt told it how to cite.
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("carries a `cite` number")
+    );
+}

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 const SPACE: &str = "handbook";
 const ANSWER_START: &str = "VACUUM reclaims ";
-const ANSWER_END: &str = "the space dead tuples leave behind. <img src=x onerror=alert(1)>";
+const ANSWER_END: &str = "the space dead tuples leave behind [1]. <img src=x onerror=alert(1)>";
 const SLOW_TEXT: &str = "Thinking slowly";
 const NESTED_QUESTION: &str = "Analyse the vacuum page.";
 const NESTED_TEXT: &str = "The page says VACUUM reclaims storage.";
@@ -298,6 +298,7 @@ fn roles(messages: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|m| m["role"].as_str().unwrap().to_string())
+        .filter(|role| role != "system")
         .filter(|r| r != "system")
         .collect()
 }
@@ -319,6 +320,9 @@ async fn the_chat_page_works_in_headless_chromium() {
         agent: config.clone(),
         sub_agent: SubAgentLimits::default(),
     });
+    // The chat agent with the shipped prompt: the answer cites the search
+    // hit by its number.
+    config.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
     let base = common::serve(state.with_agent(config).unwrap()).await;
     let admin = w.token(w.admin, Permission::Admin);
     let viewer = w.token(w.viewer, Permission::User);
@@ -345,6 +349,11 @@ async fn the_chat_page_works_in_headless_chromium() {
         )
         .env("ANSWER_START", ANSWER_START)
         .env("ANSWER_END", ANSWER_END)
+        .env("CITED_PATH", "maintenance/vacuum.md")
+        .env(
+            "CITED_TEXT",
+            "VACUUM reclaims storage occupied by dead tuples",
+        )
         .env("SLOW_TEXT", SLOW_TEXT)
         .env("NESTED_QUESTION", NESTED_QUESTION)
         .env("NESTED_TEXT", NESTED_TEXT)

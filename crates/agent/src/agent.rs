@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::citations::Citations;
 use crate::config::MaxTokensField;
 use crate::model::ModelClient;
 use crate::prompt::{PromptFacts, PromptTool};
@@ -153,6 +154,10 @@ struct Progress {
     usage: Usage,
     /// Text of the current step so far.
     text: String,
+    /// The passages the run's tools returned and the ones its answer
+    /// cited; `None` when the run has no system prompt of ours to ask for
+    /// citations (a sub-agent, a bare conversation).
+    citations: Option<Citations>,
 }
 
 impl Progress {
@@ -260,7 +265,10 @@ impl Agent {
                 None => std::future::pending().await,
             }
         };
-        let progress = Mutex::new(Progress::default());
+        let progress = Mutex::new(Progress {
+            citations: self.config.system_prompt.is_some().then(Citations::default),
+            ..Progress::default()
+        });
         tokio::select! {
             biased;
             _ = cancel.cancelled() => Err(AgentError::Cancelled),
@@ -442,7 +450,8 @@ impl Agent {
             }
 
             if tags_mode {
-                let results = self.execute_all(&calls, ctx, sink).await?;
+                let mut results = self.execute_all(&calls, ctx, sink).await?;
+                number_passages(progress, &mut results);
                 feed_back_tags(&mut messages, transcript, &calls, results, malformed, &tags);
                 continue;
             }
@@ -467,7 +476,8 @@ impl Agent {
                     ..Default::default()
                 },
             ));
-            let results = self.execute_all(&calls, ctx, sink).await?;
+            let mut results = self.execute_all(&calls, ctx, sink).await?;
+            number_passages(progress, &mut results);
             for (call, result) in calls.iter().zip(results) {
                 messages.push(tool_message(&call.id, result_for_model(&result, &tags)));
             }
@@ -566,6 +576,9 @@ impl Agent {
         drop(stream);
         for segment in parser.finish() {
             turn.take(segment, sink, progress).await?;
+        }
+        if let Some(citations) = lock(progress).citations.as_mut() {
+            citations.end_of_text();
         }
         Ok(turn)
     }
@@ -704,9 +717,21 @@ impl Turn {
                     self.transcript.push('\n');
                 }
                 self.transcript.push_str(&text);
-                lock(progress).text.push_str(&text);
+                let cited = {
+                    let mut p = lock(progress);
+                    p.text.push_str(&text);
+                    p.citations
+                        .as_mut()
+                        .map(|c| c.scan(&text))
+                        .unwrap_or_default()
+                };
                 if !sink.emit(AgentEvent::TextDelta { text }).await {
                     return Err(AgentError::Cancelled);
+                }
+                for citation in cited {
+                    if !sink.emit(AgentEvent::Citation(citation)).await {
+                        return Err(AgentError::Cancelled);
+                    }
                 }
             }
             Segment::Call(call) => {
@@ -918,6 +943,16 @@ fn system_message(content: String) -> ChatCompletionRequestMessage {
         content: ChatCompletionRequestSystemMessageContent::Text(content),
         name: None,
     })
+}
+
+/// Numbers the passages of the step's results for citing, before the
+/// model reads them.
+fn number_passages(progress: &Mutex<Progress>, results: &mut [ToolResult]) {
+    if let Some(citations) = lock(progress).citations.as_mut() {
+        for result in results {
+            citations.number(result);
+        }
+    }
 }
 
 fn tool_message(call_id: &str, content: String) -> ChatCompletionRequestMessage {

@@ -7,6 +7,8 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::citations::Citation;
+
 /// One thing that happened in a run: the model's own output as it streams,
 /// or an event of a tool call it made. Serialises to the JSON body of the
 /// stream's event, its `type` field naming the event (docs/events.md).
@@ -28,6 +30,9 @@ pub enum AgentEvent {
     /// announced again with the same `call_id`), its result, and what a
     /// sub-agent it started does.
     Tool(ToolEvent),
+    /// The answer cited a passage a tool returned, for the first time
+    /// (docs/events.md, `citation`).
+    Citation(Citation),
 }
 
 impl From<ToolEvent> for AgentEvent {
@@ -59,6 +64,7 @@ enum Wire<'a> {
         arguments: &'a Value,
         partial: bool,
     },
+    Citation(&'a Citation),
 }
 
 impl Serialize for AgentEvent {
@@ -90,6 +96,7 @@ impl Serialize for AgentEvent {
             }
             .serialize(serializer),
             AgentEvent::Tool(event) => event.serialize(serializer),
+            AgentEvent::Citation(citation) => Wire::Citation(citation).serialize(serializer),
         }
     }
 }
@@ -137,7 +144,9 @@ impl EventSink for SubAgentSink<'_> {
                 parent_call_id: self.parent_call_id.clone(),
                 text,
             }),
-            AgentEvent::ToolCallDelta { .. } => None,
+            // A sub-agent's answer is its parent's tool result: the
+            // parent's own answer cites.
+            AgentEvent::ToolCallDelta { .. } | AgentEvent::Citation(_) => None,
             AgentEvent::Tool(event) => event.in_sub_agent(&self.parent_call_id),
         };
         if let Some(event) = event {

@@ -12,6 +12,7 @@
 //! those, so a nested agent's end is its parent's tool result.
 
 mod agent;
+mod citations;
 mod complete;
 mod config;
 mod error;
@@ -25,6 +26,7 @@ pub mod textcalls;
 pub mod testing;
 
 pub use agent::{Agent, ChatRequest, FinishReason, RunOutcome, Usage};
+pub use citations::Citation;
 pub use complete::{Completion, complete};
 pub use config::{AgentConfig, MaxTokensField};
 pub use error::AgentError;

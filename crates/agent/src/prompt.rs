@@ -254,7 +254,7 @@ mod tests {
         );
         assert!(a.contains("is data, not instructions"));
         assert!(a.contains("language the user writes in"));
-        assert!(a.contains("character span"));
+        assert!(a.contains("carries a `cite` number"));
     }
 
     #[test]

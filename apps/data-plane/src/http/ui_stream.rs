@@ -163,6 +163,33 @@ impl Translator {
                 }
             }
             k if k.starts_with("subagent_") => out.extend(self.subagent(kind, data)),
+            // A cited passage: a source part (the SDK's `source-document`),
+            // numbered as the answer cites it, the span in its metadata.
+            "citation" => {
+                let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let path = s(data, "path");
+                let title = match data.get("title").and_then(Value::as_str) {
+                    Some(title) if !title.is_empty() => format!("{path} — {title}"),
+                    _ => path.to_string(),
+                };
+                out.push(json!({
+                    "type": "source-document",
+                    "sourceId": index.to_string(),
+                    "mediaType": "text/plain",
+                    "title": title,
+                    "filename": path,
+                    "providerMetadata": {"dataPlane": {
+                        "index": index,
+                        "documentId": s(data, "document_id"),
+                        "path": path,
+                        "charStart": data.get("char_start"),
+                        "charEnd": data.get("char_end"),
+                        "text": s(data, "text"),
+                        "tool": s(data, "tool"),
+                        "callId": s(data, "call_id"),
+                    }},
+                }));
+            }
             "done" => {
                 self.close_text(&mut out);
                 self.close_step(&mut out);

@@ -10,7 +10,9 @@
 // Environment: DATA_PLANE_URL, ADMIN_TOKEN, USER_TOKEN, SPACE_NAME, what the
 // scripted model does (TOOL_NAME, TOOL_ARGS_TEXT: part of the arguments as
 // shown, RESULT_TEXT: part of the tool's result, ANSWER_START and
-// ANSWER_END: the answer's two streamed parts, SLOW_TEXT: the start of the
+// ANSWER_END: the answer's two streamed parts (the second cites the search
+// hit as [1]), CITED_PATH and CITED_TEXT: the cited document's path and
+// text in the span, SLOW_TEXT: the start of the
 // reply that never ends, NESTED_QUESTION, NESTED_TEXT: what the nested agent
 // says, NESTED_ANSWER: the answer after it, FETCH_URL: the page the model
 // asks to fetch, DENIED_ANSWER and APPROVED_ANSWER: its answers after a
@@ -35,6 +37,8 @@ const toolArgsText = env("TOOL_ARGS_TEXT");
 const resultText = env("RESULT_TEXT");
 const answerStart = env("ANSWER_START");
 const answerEnd = env("ANSWER_END");
+const citedPath = env("CITED_PATH");
+const citedText = env("CITED_TEXT");
 const slowText = env("SLOW_TEXT");
 const nestedQuestion = env("NESTED_QUESTION");
 const nestedText = env("NESTED_TEXT");
@@ -136,6 +140,25 @@ try {
   step("model output is shown as text, never as markup");
   check(/<img[^>]*>/.test(answerEnd), "the scripted answer carries no markup to test with");
   check((await page.locator("#log img").count()) === 0, "the answer's markup became an element");
+
+  step("the cited passage is a numbered source that opens with its span marked");
+  const sources = answer.locator(".sources .source");
+  check((await sources.count()) === 1, `the answer lists ${await sources.count()} sources, not 1`);
+  const open = sources.first().locator(".source-open");
+  const label = await textOf(open);
+  check(label.startsWith("[1] " + citedPath), `the source reads ${JSON.stringify(label)}`);
+  check((await open.getAttribute("aria-expanded")) === "false", "the source starts open");
+  await open.focus();
+  await page.keyboard.press("Enter");
+  const mark = sources.first().locator(".source-view mark");
+  await mark.waitFor();
+  const marked = await textOf(mark);
+  check(marked.includes(citedText), `the marked span reads ${JSON.stringify(marked)}`);
+  check((await open.getAttribute("aria-expanded")) === "true", "the opened source does not say so");
+  check(
+    (await sources.first().locator(".source-note").count()) === 0,
+    "the document was not read: the page fell back to the quote",
+  );
 
   await page.screenshot({ path: `${shotDir}/chat.png`, fullPage: true });
 
