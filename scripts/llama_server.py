@@ -9,8 +9,9 @@ alternation, and (Gemma has no tool-call tokens) the offered tools with an
 instruction to answer `<tool_call>{json}</tool_call>`, which data-plane's
 text-call parser reads. Tool results go back in a user turn.
 
-Run as `python benches/model_smoke_server.py <llama_cpp.server arguments>`;
-it adds `--chat_format gemma3-tools`.
+Run by scripts/local-model.sh (`make run MODEL=local`) and
+benches/model_smoke.sh as `python scripts/llama_server.py <llama_cpp.server
+arguments>`, with the venv's python; it adds `--chat_format gemma3-tools`.
 """
 
 import json
