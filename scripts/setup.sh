@@ -403,27 +403,23 @@ step_browser() {
     fi
 }
 
-step_fuzzer() {
-    if [[ -x "$FUZZ_VENV/bin/schemathesis" ]] &&
-        [[ "$("$FUZZ_VENV/bin/pip" show schemathesis 2>/dev/null | sed -n 's/^Version: //p')" == "${FUZZ_SPEC#*==}" ]]; then
-        RESULT="present ($FUZZ_SPEC)"
+# A venv at $1 holding the pinned package $2 (`name==version`), made or
+# remade when the version differs.
+venv_with() {
+    local venv="$1" spec="$2"
+    if [[ -x "$venv/bin/python" ]] &&
+        [[ "$("$venv/bin/pip" show "${spec%%==*}" 2>/dev/null | sed -n 's/^Version: //p')" == "${spec#*==}" ]]; then
+        RESULT="present ($spec)"
         return
     fi
-    python3 -m venv "$FUZZ_VENV" >>"$LOG" 2>&1
-    "$FUZZ_VENV/bin/pip" install --quiet "$FUZZ_SPEC" >>"$LOG" 2>&1
-    RESULT="installed $FUZZ_SPEC into ${FUZZ_VENV#"$root"/}"
+    python3 -m venv "$venv" >>"$LOG" 2>&1
+    "$venv/bin/pip" install --quiet "$spec" >>"$LOG" 2>&1
+    RESULT="installed $spec into ${venv#"$root"/}"
 }
 
-step_mcp_client() {
-    if [[ -x "$MCP_VENV/bin/python" ]] &&
-        [[ "$("$MCP_VENV/bin/pip" show mcp 2>/dev/null | sed -n 's/^Version: //p')" == "${MCP_SPEC#*==}" ]]; then
-        RESULT="present ($MCP_SPEC)"
-        return
-    fi
-    python3 -m venv "$MCP_VENV" >>"$LOG" 2>&1
-    "$MCP_VENV/bin/pip" install --quiet "$MCP_SPEC" >>"$LOG" 2>&1
-    RESULT="installed $MCP_SPEC into ${MCP_VENV#"$root"/}"
-}
+step_fuzzer() { venv_with "$FUZZ_VENV" "$FUZZ_SPEC"; }
+
+step_mcp_client() { venv_with "$MCP_VENV" "$MCP_SPEC"; }
 
 # ---- main -----------------------------------------------------------------
 

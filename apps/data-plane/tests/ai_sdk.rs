@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, ScriptedCall, text_reply, tool_calls_reply};
-use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
 use data_plane_store::testing::TestDatabase;
@@ -45,17 +44,10 @@ fn node() -> (PathBuf, PathBuf) {
 #[tokio::test]
 async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
     let (node, dir) = node();
-    let test = TestDatabase::create().await;
-    let db = test.db.clone();
-    let mut tx = db.begin(Scope::System).await.unwrap();
-    let user = identity::upsert_user(&mut tx, "sdk@example.com", Some(Permission::User))
-        .await
-        .unwrap()
-        .id;
-    tx.commit().await.unwrap();
-    let (space, doc) = common::space_with_guide(&db, "guides", &[user]).await;
-
     let model = FakeModel::start().await;
+    // The chat agent with the shipped prompt, which asks for citations.
+    let server = common::guide_server("sdk@example.com", model.base_url(), true).await;
+    let (base, token, space, doc) = (&server.base, &server.token, server.space, server.doc);
     let analyze = json!({"document_id": doc, "question": "what does it say?"}).to_string();
     let (head, tail) = analyze.split_at(25);
     model.push(tool_calls_reply(&[ScriptedCall {
@@ -79,31 +71,11 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
     }]));
     model.push(text_reply(&["Reclaims [1]."]));
 
-    let jwt = common::jwt();
-    let state = common::state(db, common::embedder(), jwt.clone());
-    let config = AgentConfig::new(model.base_url(), "test-model");
-    state.connect_model(ModelSettings {
-        agent: config.clone(),
-        sub_agent: SubAgentLimits::default(),
-    });
-    // The chat agent with the shipped prompt, which asks for citations.
-    let mut chat = config;
-    chat.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
-    let base = common::serve(state.with_agent(chat).unwrap()).await;
-    let token = jwt
-        .issue(
-            user,
-            "sdk@example.com",
-            Permission::User,
-            Duration::from_secs(600),
-        )
-        .unwrap();
-
     let output = tokio::process::Command::new(&node)
         .arg("ai_sdk.mjs")
         .current_dir(&dir)
-        .env("DATA_PLANE_URL", &base)
-        .env("USER_TOKEN", &token)
+        .env("DATA_PLANE_URL", base)
+        .env("USER_TOKEN", token)
         .env("SPACE_ID", space.to_string())
         .env("FIRST_QUESTION", FIRST)
         .env("SECOND_QUESTION", SECOND)

@@ -14,13 +14,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::tool_calls_reply;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply};
-use data_plane_handlers::{ModelSettings, SubAgentLimits};
-use data_plane_store::Scope;
-use data_plane_store::identity::{self, Permission};
-use data_plane_store::testing::TestDatabase;
 use serde_json::{Value, json};
 
 fn python() -> PathBuf {
@@ -36,16 +31,6 @@ fn python() -> PathBuf {
 #[tokio::test]
 async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
     let python = python();
-    let test = TestDatabase::create().await;
-    let db = test.db.clone();
-    let mut tx = db.begin(Scope::System).await.unwrap();
-    let user = identity::upsert_user(&mut tx, "mcp@example.com", Some(Permission::User))
-        .await
-        .unwrap()
-        .id;
-    tx.commit().await.unwrap();
-    let (space, doc) = common::space_with_guide(&db, "guides", &[user]).await;
-
     // analyze_document's sub-agent: reads, answers; then, for the call the
     // client cancels, starts an answer it never finishes.
     let model = FakeModel::start().await;
@@ -62,23 +47,8 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
         )),
         Piece::Hang,
     ]));
-
-    let jwt = common::jwt();
-    let state = common::state(db, common::embedder(), jwt.clone());
-    let config = AgentConfig::new(model.base_url(), "test-model");
-    state.connect_model(ModelSettings {
-        agent: config.clone(),
-        sub_agent: SubAgentLimits::default(),
-    });
-    let base = common::serve(state.with_agent(config).unwrap()).await;
-    let token = jwt
-        .issue(
-            user,
-            "mcp@example.com",
-            Permission::User,
-            Duration::from_secs(600),
-        )
-        .unwrap();
+    let server = common::guide_server("mcp@example.com", model.base_url(), false).await;
+    let (base, token, space, doc) = (&server.base, &server.token, server.space, server.doc);
 
     // Without a token: 401 with the challenge the protocol asks for.
     let r = reqwest::Client::new()
@@ -101,8 +71,8 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let output = tokio::process::Command::new(&python)
         .arg(&script)
-        .env("DATA_PLANE_URL", &base)
-        .env("USER_TOKEN", &token)
+        .env("DATA_PLANE_URL", base)
+        .env("USER_TOKEN", token)
         .env("SPACE_ID", space.to_string())
         .env("DOCUMENT_ID", doc.to_string())
         .kill_on_drop(true)

@@ -209,3 +209,62 @@ pub async fn space_with_guide(
         .document_id;
     (space.id, doc)
 }
+
+/// A reader of a space holding the vacuum guide, and a server on 127.0.0.1
+/// whose chat agent and analyze_document's sub-agent talk to one model.
+pub struct GuideServer {
+    /// Dropped last: the database the server uses.
+    pub test: data_plane_store::testing::TestDatabase,
+    pub user: uuid::Uuid,
+    pub space: uuid::Uuid,
+    pub doc: uuid::Uuid,
+    pub base: String,
+    /// The user's bearer token (ten minutes).
+    pub token: String,
+}
+
+/// [`GuideServer`] for a user `email`, the model at `model_url`; with
+/// `shipped_prompt` the chat agent sends the shipped system prompt (which
+/// asks for citations).
+pub async fn guide_server(email: &str, model_url: String, shipped_prompt: bool) -> GuideServer {
+    use data_plane_agent::AgentConfig;
+    use data_plane_handlers::{ModelSettings, SubAgentLimits};
+    use data_plane_store::identity::{self, Permission};
+    let test = data_plane_store::testing::TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, email, Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let (space, doc) = space_with_guide(&db, "guides", &[user]).await;
+    let keys = jwt();
+    let state = state(db, embedder(), keys.clone());
+    let config = AgentConfig::new(model_url, "test-model");
+    state.connect_model(ModelSettings {
+        agent: config.clone(),
+        sub_agent: SubAgentLimits::default(),
+    });
+    let mut chat = config;
+    if shipped_prompt {
+        chat.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    }
+    let base = serve(state.with_agent(chat).unwrap()).await;
+    let token = keys
+        .issue(
+            user,
+            email,
+            Permission::User,
+            std::time::Duration::from_secs(600),
+        )
+        .unwrap();
+    GuideServer {
+        test,
+        user,
+        space,
+        doc,
+        base,
+        token,
+    }
+}
