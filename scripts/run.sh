@@ -61,17 +61,27 @@ echo "build: done, $(($(date +%s) - started))s since make run started"
 "$BIN" ingest "$DEMO_CORPUS" --space "$DEMO_SPACE"
 if [[ "$MODEL" == local ]]; then
     port="${LOCAL_MODEL_PORT:-8081}"
+    models_url="http://127.0.0.1:$port/v1/models"
+    answers() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1; }
+    if answers "$models_url"; then
+        echo "run: port $port already answers as a model server; stop it or set LOCAL_MODEL_PORT" >&2
+        exit 1
+    fi
     mkdir -p .data/llm
     # Its own session, stopped with the server when this shell ends.
     setsid bash scripts/local-model.sh serve >>.data/llm/server.log 2>&1 &
     model_pid=$!
     trap 'kill -TERM -- -"$model_pid" 2>/dev/null || true' EXIT
+    ready=0
     for _ in $(seq 240); do
-        python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
-            "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break
+        answers "$models_url" && ready=1 && break
         kill -0 "$model_pid" 2>/dev/null || { echo "run: the local model server stopped; see .data/llm/server.log" >&2; exit 1; }
         sleep 0.5
     done
+    if ((!ready)); then
+        echo "run: the local model server did not answer within 2 minutes; see .data/llm/server.log" >&2
+        exit 1
+    fi
     export OPENAI_BASE_URL="http://127.0.0.1:$port/v1"
     export DATA_PLANE_MODEL="${LOCAL_MODEL_ALIAS:-gemma-3-270m}"
     # A small model on a CPU writes a few dozen tokens a second: answers are
@@ -84,8 +94,16 @@ if [[ "$MODEL" == local ]]; then
 fi
 echo "ready: $(($(date +%s) - started))s since make run started"
 if [[ "$MODEL" == local ]]; then
-    # Not exec: the trap stops the model server when data-plane stops.
-    "$BIN" serve
+    # Not exec: the model server stops when data-plane does (the EXIT
+    # trap), and a signal to this shell reaches data-plane first.
+    "$BIN" serve &
+    server_pid=$!
+    trap 'kill -TERM "$server_pid" 2>/dev/null || true' TERM INT
+    rc=0
+    wait "$server_pid" || rc=$?
+    # A signal interrupts the first wait; the second waits for the stop.
+    wait "$server_pid" 2>/dev/null || true
+    exit "$rc"
 else
     exec "$BIN" serve
 fi

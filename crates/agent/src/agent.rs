@@ -265,8 +265,12 @@ impl Agent {
                 None => std::future::pending().await,
             }
         };
+        let citations = self.config.system_prompt.is_some().then(|| {
+            // Numbers already used in the conversation stay theirs.
+            Citations::after_history(&serde_json::to_string(&request.messages).unwrap_or_default())
+        });
         let progress = Mutex::new(Progress {
-            citations: self.config.system_prompt.is_some().then(Citations::default),
+            citations,
             ..Progress::default()
         });
         tokio::select! {

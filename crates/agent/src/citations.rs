@@ -52,6 +52,10 @@ pub struct Citation {
 /// A run's numbered passages and what its answer has cited so far.
 #[derive(Debug, Default)]
 pub(crate) struct Citations {
+    /// Numbers up to this one were given in earlier turns of the
+    /// conversation; this run's start after it, so that an old `[2]` in
+    /// the history never names a new passage.
+    offset: usize,
     sources: Vec<Citation>,
     /// (document, start, end) → index, so the same passage keeps its number.
     known: HashMap<(String, u64, u64), usize>,
@@ -64,6 +68,16 @@ pub(crate) struct Citations {
 }
 
 impl Citations {
+    /// Citations for a run whose conversation so far holds `history` (its
+    /// messages as JSON): numbering starts after the highest number cited
+    /// or given there.
+    pub fn after_history(history: &str) -> Citations {
+        Citations {
+            offset: highest_number(history),
+            ..Citations::default()
+        }
+    }
+
     /// Numbers the passages in `result` and writes each one's number into
     /// the data the model will read (`cite`). Results of other tools, and
     /// failures, are left as they are.
@@ -107,7 +121,7 @@ impl Citations {
         if let Some(&index) = self.known.get(&key) {
             return index;
         }
-        let index = self.sources.len() + 1;
+        let index = self.offset + self.sources.len() + 1;
         source.index = index;
         source.tool = tool.to_string();
         source.call_id = call_id.to_string();
@@ -151,12 +165,16 @@ impl Citations {
                 }
                 (_, Some(o)) => {
                     let after = &rest[o + 1..];
-                    match after.find(']') {
+                    // A bracket never closes inside a code fence.
+                    let fence = after.find("```");
+                    let close = after.find(']').filter(|c| fence.is_none_or(|f| *c < f));
+                    match close {
                         Some(close) => {
                             let inner = &after[..close];
                             self.cite(inner, &mut found);
                             rest = &after[close + 1..];
                         }
+                        None if fence.is_some() => rest = after,
                         None if after.len() < LONGEST_MARKER => {
                             self.pending = rest[o..].to_string();
                             return found;
@@ -197,10 +215,13 @@ impl Citations {
             None => self.by_path(inner).into_iter().collect(),
         };
         for index in indexes {
-            if index == 0 || index > self.sources.len() || !self.cited.insert(index) {
+            let Some(at) = index.checked_sub(self.offset + 1) else {
+                continue;
+            };
+            if at >= self.sources.len() || !self.cited.insert(index) {
                 continue;
             }
-            found.push(self.sources[index - 1].clone());
+            found.push(self.sources[at].clone());
         }
     }
 
@@ -228,6 +249,34 @@ impl Citations {
             .max_by_key(|(overlap, index)| (*overlap, std::cmp::Reverse(*index)))
             .map(|(_, index)| index)
     }
+}
+
+/// The highest citation number in `text`: a `[N]` marker (or a list of
+/// numbers in brackets) or a `cite` field (`"cite":N`, also escaped inside
+/// a JSON string); 0 when there is none.
+fn highest_number(text: &str) -> usize {
+    let mut highest = 0;
+    for (at, _) in text.match_indices('[') {
+        let inner = &text[at + 1..];
+        let Some(close) = inner.find(']').filter(|c| *c <= 40) else {
+            continue;
+        };
+        let numbers: Option<Vec<usize>> = inner[..close]
+            .split([',', ';'])
+            .map(|p| p.trim().trim_start_matches('^').trim().parse().ok())
+            .collect();
+        if let Some(numbers) = numbers {
+            highest = numbers.into_iter().fold(highest, usize::max);
+        }
+    }
+    for (at, _) in text.match_indices("cite") {
+        let rest = text[at + 4..].trim_start_matches(['\\', '"', ':', ' ']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<usize>() {
+            highest = highest.max(n);
+        }
+    }
+    highest
 }
 
 /// The passage a search hit, a grep line or a read range stands for.
@@ -388,5 +437,33 @@ mod tests {
         assert!(c.scan("[guides/vacuum.md, chars 500-600]").is_empty());
         assert!(c.scan("[other.md, chars 0-10]").is_empty());
         assert_eq!(indexes(&c.scan("[`guides/vacuum.md`, chars 10-20]")), [1]);
+    }
+
+    #[test]
+    fn a_later_turn_numbers_after_the_conversation_so_far() {
+        // The history: an answer citing [1] and [3], a tool result with
+        // cite 4 inside a JSON string.
+        let history = r#"[{"role":"assistant","content":"As said [1] and [3]."},{"role":"tool","content":"{\"results\":[{\"cite\":4}]}"}]"#;
+        assert_eq!(highest_number(history), 4);
+        assert_eq!(
+            highest_number("no numbers [a] [12345678901234567890123]"),
+            0
+        );
+        let mut c = Citations::after_history(history);
+        let mut result = search_result();
+        c.number(&mut result);
+        assert_eq!(result.data.as_ref().unwrap()["results"][0]["cite"], 5);
+        // An old number cites nothing new; the new ones do.
+        assert!(c.scan("Before [1][4]. ").is_empty());
+        assert_eq!(indexes(&c.scan("Now [6] and [5].")), [6, 5]);
+    }
+
+    #[test]
+    fn a_bracket_does_not_pair_with_one_inside_a_fence() {
+        let mut c = numbered();
+        // The `]` inside the fence closes nothing; the fence is seen, and
+        // a marker after it counts.
+        assert!(c.scan("See [this\n```\nx = a[0]\n```\n").is_empty());
+        assert_eq!(indexes(&c.scan("then [2].")), [2]);
     }
 }

@@ -496,16 +496,10 @@ pub(crate) async fn drive(
         .await
         .is_ok_and(|r| r.is_ok());
     if !in_time {
-        tracing::warn!(run_id = %run.id, "the run's last event is not recorded yet; sending it anyway");
-        for attempt in 0..5u32 {
-            match store::finish(&inner.db, run.id, status, last).await {
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(run_id = %run.id, error = %e, attempt, "cannot record how the run ended");
-                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                }
-            }
-        }
+        // The recorder still has it and records the end with it when the
+        // database lets it; readers elsewhere wait for that, readers here
+        // need not.
+        tracing::warn!(run_id = %run.id, "the run's last event is not recorded yet; sending it to readers here anyway");
     }
     run.publish_last(last);
     run.ended.send_replace(Some(status));

@@ -84,8 +84,15 @@ impl Reader {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     Found::Nothing => {
-                        // Ended: the table has the rest (or says there is none).
+                        // Ended: the last event was published before, so one
+                        // more look here finds it; after that the table has
+                        // the rest (or says there is none).
                         if ended.borrow_and_update().is_some() {
+                            if let Found::Events(events) = live.after(self.last) {
+                                return Some(
+                                    self.take(events.iter().map(|e| (**e).clone()).collect()),
+                                );
+                            }
                             self.local = None;
                             continue;
                         }

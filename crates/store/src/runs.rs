@@ -138,28 +138,6 @@ pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Ends a running run with `status`; `false` when it had already ended.
-pub async fn finish(
-    db: &Db,
-    id: Uuid,
-    status: RunStatus,
-    last_seq: i64,
-) -> Result<bool, StoreError> {
-    let mut tx = db.begin(Scope::System).await?;
-    let done = sqlx::query(
-        "UPDATE runs SET status = $2, finished_at = now(), last_seq = $3
-         WHERE id = $1 AND status = 'running'",
-    )
-    .bind(id)
-    .bind(status)
-    .bind(last_seq)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    tx.commit().await?;
-    Ok(done == 1)
-}
-
 /// Marks the run lost when it is still running and its replica has not
 /// touched it for `after` (by the database's clock); `true` when it did.
 pub async fn mark_lost(db: &Db, id: Uuid, after: std::time::Duration) -> Result<bool, StoreError> {

@@ -8,7 +8,9 @@
 //! answers any request. A call's ToolEvents (analyze_document's sub-agent
 //! above all) become progress notifications on the call's own response
 //! stream when the client sent a progress token; a client that closes that
-//! stream, or sends `notifications/cancelled`, stops the call.
+//! stream stops the call. (`notifications/cancelled`, which arrives as a
+//! request of its own, possibly at another replica, is accepted and has no
+//! call to reach: clients of the current revision close the stream.)
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -162,8 +164,15 @@ fn serde_urlencoded_query(q: &str) -> Result<EndpointQuery, McpError> {
         .map_err(|e| McpError::invalid_params(format!("the endpoint's query: {e}"), None))
 }
 
+/// A refusal of the caller's request as the client's own mistake; a fault
+/// on our side (the database away) as an internal error.
 fn refused(e: ApiError) -> McpError {
-    McpError::invalid_params(e.message().to_string(), None)
+    match e.code() {
+        super::ErrorCode::Internal | super::ErrorCode::Unavailable => {
+            McpError::internal_error(e.message().to_string(), None)
+        }
+        _ => McpError::invalid_params(e.message().to_string(), None),
+    }
 }
 
 impl ServerHandler for McpServer {
@@ -257,9 +266,13 @@ fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
 /// as `isError` with the error's message (and its code in the structured
 /// content), which the client's model reads.
 fn call_result(result: &data_plane_registry::ToolResult) -> CallToolResult {
-    if let Some(error) = result.error.as_ref().filter(|_| !result.success) {
-        let mut out = CallToolResult::error(vec![ContentBlock::text(error.message.clone())]);
-        out.structured_content = Some(json!({ "error": error }));
+    if !result.success {
+        let message = result
+            .error
+            .as_ref()
+            .map_or("the tool failed", |e| e.message.as_str());
+        let mut out = CallToolResult::error(vec![ContentBlock::text(message.to_string())]);
+        out.structured_content = Some(json!({ "error": result.error }));
         return out;
     }
     match &result.data {
