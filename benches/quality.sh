@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Retrieval quality of search_documents on SciFact's 809 training claims
 # (../shared/fixtures/scifact-train): nDCG@10, recall@50 and MRR@10 of
-# hybrid, vector and keyword mode, abstracts ranked by their best passage,
+# hybrid (the default fusion, and reciprocal rank fusion as
+# `hybrid_rrf`), vector and keyword mode, abstracts ranked by their best passage,
 # with the latency of the same calls. The corpus (5,183 abstracts) is
 # ingested once into database dp_bench_quality and .data/bench/quality-index
 # and reused; BENCH_QUALITY_REBUILD=1 rebuilds it. SCIFACT_DIR points

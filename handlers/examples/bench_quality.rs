@@ -2,7 +2,8 @@
 //! (`../shared/fixtures/scifact-train`, BEIR format): every abstract is one
 //! document (`<id>.txt`: title, blank line, text) ingested through the real
 //! pipeline; every claim with judged abstracts goes through the registry's
-//! search_documents in each mode; abstracts are ranked by their best passage;
+//! search_documents in each mode (hybrid twice: the default fusion and
+//! reciprocal rank fusion, `hybrid_rrf`); abstracts are ranked by their best passage;
 //! nDCG@10, recall@50 (the tool's largest page) and MRR@10 are printed per
 //! mode, with the latency of the same calls. Prints `name value` lines.
 //!
@@ -165,10 +166,27 @@ async fn main() -> anyhow::Result<()> {
 
     let deps = Arc::new(Deps::new(db.clone(), index, embedder));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
-    let ctx = ToolContext::new(reader, Some(space), Permission::User);
+    let ctx = ToolContext::new(reader, Some(space), Permission::User)
+        .with_settings(Arc::new(data_plane_handlers::settings()));
+    // Hybrid with reciprocal rank fusion, the default before the convex
+    // combination, for comparison in the same run.
+    let rrf = ToolContext::new(reader, Some(space), Permission::User).with_settings(Arc::new(
+        data_plane_handlers::settings().with(
+            &data_plane_handlers::search_documents::FUSION,
+            data_plane_search::Fusion::Rrf {
+                k: data_plane_search::DEFAULT_RRF_K,
+            },
+        ),
+    ));
     let mut dump: HashMap<String, Value> = HashMap::new();
     let dumping = std::env::var_os("BENCH_QUALITY_DUMP");
-    for mode in ["hybrid", "vector", "keyword"] {
+    for (name, mode) in [
+        ("hybrid", "hybrid"),
+        ("hybrid_rrf", "hybrid"),
+        ("vector", "vector"),
+        ("keyword", "keyword"),
+    ] {
+        let ctx = if name == "hybrid_rrf" { &rrf } else { &ctx };
         let mut ndcg = Vec::new();
         let mut recall = Vec::new();
         let mut mrr = Vec::new();
@@ -178,11 +196,11 @@ async fn main() -> anyhow::Result<()> {
             let data = call(
                 &registry,
                 json!({ "query": claim, "mode": mode, "limit": DEPTH }),
-                &ctx,
+                ctx,
             )
             .await?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
-            if dumping.is_some() && mode != "hybrid" {
+            if dumping.is_some() && !name.starts_with("hybrid") {
                 let hits: Vec<Value> = data["results"]
                     .as_array()
                     .into_iter()
@@ -206,10 +224,10 @@ async fn main() -> anyhow::Result<()> {
             recall.push(recall_at(&ranked, relevant, DEPTH));
             mrr.push(reciprocal_rank_at(&ranked, relevant, K));
         }
-        println!("quality.{mode}.ndcg@{K} {:.4}", mean(&ndcg));
-        println!("quality.{mode}.recall@{DEPTH} {:.4}", mean(&recall));
-        println!("quality.{mode}.mrr@{K} {:.4}", mean(&mrr));
-        print_percentiles(&format!("quality.{mode}"), &times);
+        println!("quality.{name}.ndcg@{K} {:.4}", mean(&ndcg));
+        println!("quality.{name}.recall@{DEPTH} {:.4}", mean(&recall));
+        println!("quality.{name}.mrr@{K} {:.4}", mean(&mrr));
+        print_percentiles(&format!("quality.{name}"), &times);
     }
     if let Some(path) = dumping {
         let mut out = String::new();

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
-    ToolContext, ToolError, ToolMeta,
+    ToolContext, ToolError, ToolMeta, ToolSetting,
 };
-use data_plane_search::{DEFAULT_RRF_K, KeywordHit, KeywordQuery, reciprocal_rank_fusion};
+use data_plane_search::{Fusion, KeywordHit, KeywordQuery};
 use data_plane_store::ScopedTx;
 use data_plane_store::passages::{
     self, ChunkFilters as Filters, FoundChunk, VectorHit, VectorStrategy,
@@ -64,6 +64,11 @@ pub const META: ToolMeta = ToolMeta {
         strip_from_display: true,
     }),
 };
+
+/// How hybrid mode merges the vector and keyword lists, chosen by an admin
+/// (`{"method": "convex", "vector_weight": 0.5}`, the default, or
+/// `{"method": "rrf", "k": 60}`; docs/search.md has the measurements).
+pub const FUSION: ToolSetting<Fusion> = ToolSetting::new("search_fusion");
 
 pub fn available(_ctx: &ToolContext) -> bool {
     true
@@ -146,8 +151,8 @@ impl Mode {
 pub struct Output {
     pub query: String,
     pub mode: Mode,
-    /// What `score` means in this answer: `rrf` (hybrid), `cosine_similarity`
-    /// (vector) or `bm25` (keyword).
+    /// What `score` means in this answer: `convex` or `rrf` (hybrid, by
+    /// the fusion setting), `cosine_similarity` (vector) or `bm25` (keyword).
     pub scoring: &'static str,
     pub results: Vec<Hit>,
     /// Why the list is empty or short, when it is.
@@ -228,13 +233,15 @@ pub async fn run(
 
     let mut tx = deps.read(NAME, ctx).await?;
     let spaces = deps.spaces(NAME, &mut tx, ctx).await?;
+    let fusion = ctx.settings.get(&FUSION);
     let mut output = Output {
         query: query.clone(),
         mode,
-        scoring: match mode {
-            Mode::Hybrid => "rrf",
-            Mode::Vector => "cosine_similarity",
-            Mode::Keyword => "bm25",
+        scoring: match (mode, fusion) {
+            (Mode::Hybrid, Fusion::Convex { .. }) => "convex",
+            (Mode::Hybrid, Fusion::Rrf { .. }) => "rrf",
+            (Mode::Vector, _) => "cosine_similarity",
+            (Mode::Keyword, _) => "bm25",
         },
         results: Vec::new(),
         note: None,
@@ -315,7 +322,7 @@ pub async fn run(
         output.timings.keyword_ms = ms(took);
     }
 
-    let candidates = rank(mode, &vector_hits, &keyword_hits);
+    let candidates = rank(mode, fusion, &vector_hits, &keyword_hits);
     let t = Instant::now();
     output.results = read_back(&mut tx, &filters, candidates, limit).await?;
     output.timings.fetch_ms = ms(t.elapsed());
@@ -390,8 +397,8 @@ struct Ranked {
 }
 
 /// Every candidate in answer order: one retriever's list as it is, or both
-/// fused by reciprocal rank.
-fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit]) -> Vec<Ranked> {
+/// fused as the setting says.
+fn rank(mode: Mode, fusion: Fusion, vector: &[VectorHit], keyword: &[KeywordHit]) -> Vec<Ranked> {
     let vector_found = |i: usize, h: &VectorHit| FoundBy {
         retriever: Retriever::Vector,
         rank: i + 1,
@@ -422,10 +429,17 @@ fn rank(mode: Mode, vector: &[VectorHit], keyword: &[KeywordHit]) -> Vec<Ranked>
             })
             .collect(),
         Mode::Hybrid => {
-            let vector_ids: Vec<i64> = vector.iter().map(|h| h.chunk_id).collect();
-            let keyword_ids: Vec<i64> = keyword.iter().map(|h| h.chunk_id).collect();
-            let all = vector_ids.len() + keyword_ids.len();
-            reciprocal_rank_fusion(&[vector_ids, keyword_ids], DEFAULT_RRF_K, all)
+            let vector_scores: Vec<(i64, f64)> = vector
+                .iter()
+                .map(|h| (h.chunk_id, 1.0 - h.distance))
+                .collect();
+            let keyword_scores: Vec<(i64, f64)> = keyword
+                .iter()
+                .map(|h| (h.chunk_id, f64::from(h.score)))
+                .collect();
+            let all = vector_scores.len() + keyword_scores.len();
+            fusion
+                .fuse(&[vector_scores, keyword_scores], all)
                 .into_iter()
                 .map(|fused| {
                     let mut found_by = Vec::new();

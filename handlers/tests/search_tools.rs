@@ -116,11 +116,29 @@ async fn each_mode_finds_the_expected_passage() {
     let top = &data["results"][0];
     assert_eq!(top["path"], "guides/vacuum.md");
     assert_eq!(retrievers(top), ["vector", "keyword"]);
-    assert_eq!(data["scoring"], "rrf");
+    assert_eq!(data["scoring"], "convex");
     for part in ["embed_ms", "vector_ms", "keyword_ms", "total_ms"] {
         assert!(data["timings"][part].is_number(), "{part} in {data}");
     }
     assert!(data["timings"]["embed_ms"].as_f64().unwrap() > 0.0);
+    // The admin setting chooses reciprocal rank fusion instead: the same
+    // passage on top, scored by rank.
+    let settings = data_plane_handlers::settings().with(
+        &data_plane_handlers::search_documents::FUSION,
+        data_plane_search::Fusion::Rrf { k: 60.0 },
+    );
+    let rrf_ctx = alice.clone().with_settings(std::sync::Arc::new(settings));
+    let data = w
+        .ok(
+            "search_documents",
+            json!({ "query": "reclaim disk space from dead rows" }),
+            &rrf_ctx,
+        )
+        .await;
+    assert_eq!(data["scoring"], "rrf");
+    assert_eq!(data["results"][0]["path"], "guides/vacuum.md");
+    let both = 1.0 / 61.0 * 2.0;
+    assert!(data["results"][0]["score"].as_f64().unwrap() <= both + 1e-6);
 
     // The limit is honoured.
     let data = w

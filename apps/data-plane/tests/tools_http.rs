@@ -479,7 +479,8 @@ async fn admins_switch_web_search_for_every_replica() {
             "web_search_provider": "searxng",
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
-            "fetch_web_page_trusted_hosts": []
+            "fetch_web_page_trusted_hosts": [],
+            "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
     );
 
@@ -558,8 +559,20 @@ async fn admins_switch_web_search_for_every_replica() {
             "web_search_provider": "searxng",
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
-            "fetch_web_page_trusted_hosts": []
+            "fetch_web_page_trusted_hosts": [],
+            "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
+    );
+    // The fusion is checked when it is set.
+    let (status, body) =
+        put(json!({ "search_fusion": {"method": "convex", "vector_weight": 2} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("vector_weight must be between 0 and 1"),
+        "{body}"
     );
     // Approval rules are checked like every setting: a wrong shape is named.
     let (status, body) = put(json!({ "approvals": {"categories": ["weather"]} })).await;

@@ -4,6 +4,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
+
 /// The constant from Cormack, Clarke and Büttcher (2009): large enough that
 /// the first few ranks of one list do not drown every other list.
 pub const DEFAULT_RRF_K: f32 = 60.0;
@@ -12,11 +14,143 @@ pub const DEFAULT_RRF_K: f32 = 60.0;
 #[derive(Clone, Debug, PartialEq)]
 pub struct FusedHit {
     pub chunk_id: i64,
-    /// Sum over the lists that hold the chunk of `1 / (k + rank)`.
+    /// Sum over the lists that hold the chunk of its part: `1 / (k + rank)`
+    /// for reciprocal rank fusion, the weighted scaled score for a convex
+    /// combination.
     pub score: f32,
     /// The 1-based rank in each input list, in input order; `None` where the
     /// list does not hold the chunk.
     pub ranks: Vec<Option<usize>>,
+}
+
+/// How hybrid search merges its ranked lists (vector first, then keyword),
+/// an admin setting (`search_fusion`, docs/search.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FusionSpec", into = "FusionSpec")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: each list adds `1 / (k + rank)`; scores are
+    /// not used.
+    Rrf { k: f32 },
+    /// A convex combination of the lists' scores, each list's scaled to
+    /// 0..1 by its own best and worst (min-max): the vector list weighs
+    /// `vector_weight`, the keyword list the rest; a list that does not
+    /// hold a chunk adds nothing for it.
+    Convex { vector_weight: f32 },
+}
+
+/// The convex combination with equal weights: on SciFact's training claims
+/// it ranks better than reciprocal rank fusion (docs/search.md).
+impl Default for Fusion {
+    fn default() -> Self {
+        Fusion::Convex { vector_weight: 0.5 }
+    }
+}
+
+/// [`Fusion`] as settings write it: `{"method": "convex", "vector_weight":
+/// 0.5}` or `{"method": "rrf", "k": 60}`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+enum FusionSpec {
+    Rrf {
+        #[serde(default = "default_k")]
+        k: f32,
+    },
+    Convex {
+        #[serde(default = "default_weight")]
+        vector_weight: f32,
+    },
+}
+
+fn default_k() -> f32 {
+    DEFAULT_RRF_K
+}
+
+fn default_weight() -> f32 {
+    0.5
+}
+
+impl TryFrom<FusionSpec> for Fusion {
+    type Error = String;
+
+    fn try_from(spec: FusionSpec) -> Result<Self, String> {
+        match spec {
+            FusionSpec::Rrf { k } if k.is_finite() && k >= 0.0 => Ok(Fusion::Rrf { k }),
+            FusionSpec::Rrf { k } => Err(format!("k must be 0 or more, not {k}")),
+            FusionSpec::Convex { vector_weight: w } if (0.0..=1.0).contains(&w) => {
+                Ok(Fusion::Convex { vector_weight: w })
+            }
+            FusionSpec::Convex { vector_weight: w } => {
+                Err(format!("vector_weight must be between 0 and 1, not {w}"))
+            }
+        }
+    }
+}
+
+impl From<Fusion> for FusionSpec {
+    fn from(fusion: Fusion) -> Self {
+        match fusion {
+            Fusion::Rrf { k } => FusionSpec::Rrf { k },
+            Fusion::Convex { vector_weight } => FusionSpec::Convex { vector_weight },
+        }
+    }
+}
+
+impl Fusion {
+    /// Fuses `lists` of (chunk id, score), best first, into at most `limit`
+    /// hits, best first (see [`reciprocal_rank_fusion`] for the order of
+    /// ties).
+    pub fn fuse(self, lists: &[Vec<(i64, f64)>], limit: usize) -> Vec<FusedHit> {
+        match self {
+            Fusion::Rrf { k } => {
+                let ids: Vec<Vec<i64>> = lists
+                    .iter()
+                    .map(|l| l.iter().map(|(id, _)| *id).collect())
+                    .collect();
+                reciprocal_rank_fusion(&ids, k, limit)
+            }
+            Fusion::Convex { vector_weight } => {
+                let w = f64::from(vector_weight);
+                let rest = if lists.len() > 1 {
+                    (1.0 - w) / (lists.len() - 1) as f64
+                } else {
+                    0.0
+                };
+                let scaled: Vec<Vec<f64>> = lists
+                    .iter()
+                    .enumerate()
+                    .map(|(i, list)| {
+                        let weight = if i == 0 { w } else { rest };
+                        min_max(list).into_iter().map(|s| weight * s).collect()
+                    })
+                    .collect();
+                let ids: Vec<Vec<i64>> = lists
+                    .iter()
+                    .map(|l| l.iter().map(|(id, _)| *id).collect())
+                    .collect();
+                merge(&ids, limit, |list, position| scaled[list][position])
+            }
+        }
+    }
+}
+
+/// Each score of `list` scaled to 0..1 between the list's worst and best;
+/// all 1 when they are equal. Scores that are not numbers count as the worst.
+fn min_max(list: &[(i64, f64)]) -> Vec<f64> {
+    let finite = || list.iter().map(|(_, s)| *s).filter(|s| s.is_finite());
+    let (Some(lo), Some(hi)) = (finite().reduce(f64::min), finite().reduce(f64::max)) else {
+        return vec![0.0; list.len()];
+    };
+    list.iter()
+        .map(|(_, s)| {
+            if !s.is_finite() {
+                0.0
+            } else if hi > lo {
+                (s - lo) / (hi - lo)
+            } else {
+                1.0
+            }
+        })
+        .collect()
 }
 
 /// Fuses ranked lists of chunk ids (best first) into one list of at most
@@ -33,6 +167,18 @@ pub fn reciprocal_rank_fusion<L: AsRef<[i64]>>(lists: &[L], k: f32, limit: usize
     } else {
         f64::from(DEFAULT_RRF_K)
     };
+    merge(lists, limit, |_, position| {
+        1.0 / (k + (position + 1) as f64)
+    })
+}
+
+/// Sums `score(list, position)` over the lists holding each id (at its
+/// best position in each), and orders as [`reciprocal_rank_fusion`] says.
+fn merge<L: AsRef<[i64]>>(
+    lists: &[L],
+    limit: usize,
+    score: impl Fn(usize, usize) -> f64,
+) -> Vec<FusedHit> {
     let mut ranks: HashMap<i64, Vec<Option<usize>>> = HashMap::new();
     for (list_index, list) in lists.iter().enumerate() {
         for (position, &chunk_id) in list.as_ref().iter().enumerate() {
@@ -47,11 +193,15 @@ pub fn reciprocal_rank_fusion<L: AsRef<[i64]>>(lists: &[L], k: f32, limit: usize
     let mut fused: Vec<(FusedHit, f64, (usize, usize))> = ranks
         .into_iter()
         .map(|(chunk_id, ranks)| {
-            let mut present: Vec<usize> = ranks.iter().flatten().copied().collect();
-            // Summing in rank order makes equal rank sets give bit-equal
-            // scores whatever list they came from.
-            present.sort_unstable();
-            let score: f64 = present.iter().map(|&r| 1.0 / (k + r as f64)).sum();
+            let mut parts: Vec<f64> = ranks
+                .iter()
+                .enumerate()
+                .filter_map(|(list, rank)| rank.map(|r| score(list, r - 1)))
+                .collect();
+            // Summing in one order makes equal parts give bit-equal scores
+            // whatever list they came from.
+            parts.sort_by(|a, b| b.total_cmp(a));
+            let total: f64 = parts.iter().sum();
             let best = ranks
                 .iter()
                 .enumerate()
@@ -60,10 +210,10 @@ pub fn reciprocal_rank_fusion<L: AsRef<[i64]>>(lists: &[L], k: f32, limit: usize
                 .unwrap_or((usize::MAX, usize::MAX));
             let hit = FusedHit {
                 chunk_id,
-                score: score as f32,
+                score: total as f32,
                 ranks,
             };
-            (hit, score, best)
+            (hit, total, best)
         })
         .collect();
     fused.sort_by(|(a, a_score, a_best), (b, b_score, b_best)| {
@@ -131,5 +281,57 @@ mod tests {
         assert!((fused[0].score - 1.0 / 61.0).abs() < 1e-7);
         let fused = reciprocal_rank_fusion(&[[4i64]], -5.0, 1);
         assert!((fused[0].score - 1.0 / 61.0).abs() < 1e-7);
+    }
+
+    #[test]
+    fn a_convex_combination_weighs_scaled_scores() {
+        // Vector scores 0.9, 0.5, 0.1 scale to 1, 0.5, 0; keyword 20, 10 to 1, 0.
+        let vector = vec![(1, 0.9), (2, 0.5), (3, 0.1)];
+        let keyword = vec![(3, 20.0), (2, 10.0)];
+        let fused =
+            Fusion::Convex { vector_weight: 0.5 }.fuse(&[vector.clone(), keyword.clone()], 10);
+        let ids: Vec<i64> = fused.iter().map(|h| h.chunk_id).collect();
+        // 1: 0.5; 3: 0 + 0.5 = 0.5 (tie: best rank 1 in the earlier list wins); 2: 0.25.
+        assert_eq!(ids, [1, 3, 2]);
+        assert!((fused[2].score - 0.25).abs() < 1e-6);
+        assert_eq!(fused[1].ranks, vec![Some(3), Some(1)]);
+        // Weighted towards keywords: 3 (0.8) before 1 (0.2) and 2 (0.1).
+        let fused =
+            Fusion::Convex { vector_weight: 0.2 }.fuse(&[vector.clone(), keyword.clone()], 2);
+        assert_eq!(fused.iter().map(|h| h.chunk_id).collect::<Vec<_>>(), [3, 1]);
+        // Equal scores scale to 1; a list without numbers adds nothing.
+        assert_eq!(min_max(&[(1, 2.0), (2, 2.0)]), [1.0, 1.0]);
+        assert_eq!(min_max(&[(1, f64::NAN)]), [0.0]);
+        // Reciprocal rank fusion through the same door.
+        let rrf = Fusion::Rrf { k: 60.0 }.fuse(&[vector, keyword], 10);
+        assert_eq!(
+            rrf.iter().map(|h| h.chunk_id).collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
+    }
+
+    #[test]
+    fn the_setting_reads_and_checks_its_values() {
+        let read =
+            |v: serde_json::Value| serde_json::from_value::<Fusion>(v).map_err(|e| e.to_string());
+        assert_eq!(
+            read(serde_json::json!({"method": "convex", "vector_weight": 0.3})),
+            Ok(Fusion::Convex { vector_weight: 0.3 })
+        );
+        assert_eq!(
+            read(serde_json::json!({"method": "rrf"})),
+            Ok(Fusion::Rrf { k: 60.0 })
+        );
+        assert!(
+            read(serde_json::json!({"method": "convex", "vector_weight": 1.5}))
+                .unwrap_err()
+                .contains("between 0 and 1")
+        );
+        assert!(read(serde_json::json!({"method": "rrf", "k": -1})).is_err());
+        assert!(read(serde_json::json!({"method": "borda"})).is_err());
+        assert_eq!(
+            serde_json::to_value(Fusion::default()).unwrap(),
+            serde_json::json!({"method": "convex", "vector_weight": 0.5})
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Keyword (BM25) search over chunks: a Tantivy index derived from PostgreSQL,
-//! with language-aware stemming, and rank fusion of keyword and vector hits.
+//! with language-aware stemming, and the fusion of keyword and vector hits.
 //!
 //! The index follows the ordered change log in PostgreSQL: every commit carries
 //! the last log sequence number it includes, so after a crash the index resumes
@@ -14,7 +14,7 @@ mod query;
 mod schema;
 
 pub use error::SearchError;
-pub use fusion::{DEFAULT_RRF_K, FusedHit, reciprocal_rank_fusion};
+pub use fusion::{DEFAULT_RRF_K, FusedHit, Fusion, reciprocal_rank_fusion};
 pub use index::{ChunkDoc, IndexOp, KeywordIndex};
 pub use query::{KeywordHit, KeywordQuery, MAX_WINDOW};
 pub use schema::is_stemmed_language;
