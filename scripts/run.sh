@@ -89,6 +89,9 @@ if [[ "$MODEL" == local ]]; then
     export DATA_PLANE_MODEL_MAX_TOKENS="${DATA_PLANE_MODEL_MAX_TOKENS:-512}"
     # llama-cpp-python reads the older field only.
     export DATA_PLANE_MODEL_MAX_TOKENS_FIELD=max_tokens
+    # The first turn reads the prompt and the tool definitions cold: up to a
+    # minute or more on two cores before the first token.
+    export DATA_PLANE_MODEL_TIMEOUT="${DATA_PLANE_MODEL_TIMEOUT:-180}"
     unset OPENAI_API_KEY
     echo "run: chatting with $DATA_PLANE_MODEL at $OPENAI_BASE_URL (a very small model: expect short, often wrong answers)"
 fi
