@@ -100,14 +100,12 @@ impl Fusion {
     /// hits, best first (see [`reciprocal_rank_fusion`] for the order of
     /// ties).
     pub fn fuse(self, lists: &[Vec<(i64, f64)>], limit: usize) -> Vec<FusedHit> {
+        let ids: Vec<Vec<i64>> = lists
+            .iter()
+            .map(|l| l.iter().map(|(id, _)| *id).collect())
+            .collect();
         match self {
-            Fusion::Rrf { k } => {
-                let ids: Vec<Vec<i64>> = lists
-                    .iter()
-                    .map(|l| l.iter().map(|(id, _)| *id).collect())
-                    .collect();
-                reciprocal_rank_fusion(&ids, k, limit)
-            }
+            Fusion::Rrf { k } => reciprocal_rank_fusion(&ids, k, limit),
             Fusion::Convex { vector_weight } => {
                 let w = f64::from(vector_weight);
                 let rest = if lists.len() > 1 {
@@ -122,10 +120,6 @@ impl Fusion {
                         let weight = if i == 0 { w } else { rest };
                         min_max(list).into_iter().map(|s| weight * s).collect()
                     })
-                    .collect();
-                let ids: Vec<Vec<i64>> = lists
-                    .iter()
-                    .map(|l| l.iter().map(|(id, _)| *id).collect())
                     .collect();
                 merge(&ids, limit, |list, position| scaled[list][position])
             }

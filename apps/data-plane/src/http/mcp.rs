@@ -12,7 +12,6 @@
 //! request of its own, possibly at another replica, is accepted and has no
 //! call to reach: clients of the current revision close the stream.)
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -121,10 +120,10 @@ impl McpServer {
             parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
                 McpError::internal_error("the request was not authenticated", None)
             })?;
-        let query: EndpointQuery = match parts.uri.query() {
-            Some(q) => serde_urlencoded_query(q)?,
-            None => EndpointQuery::default(),
-        };
+        // Read with the same rules as axum's `Query` on other routes.
+        let query = axum::extract::Query::<EndpointQuery>::try_from_uri(&parts.uri)
+            .map(|q| q.0)
+            .map_err(|e| McpError::invalid_params(format!("the endpoint's query: {e}"), None))?;
         let space = query.space_id.or_else(|| {
             parts
                 .headers
@@ -152,16 +151,6 @@ impl McpServer {
         let agent = query.agent.as_deref().unwrap_or(SERVICE_PROFILE);
         with_profile(&self.state, ctx, agent, "agent").map_err(refused)
     }
-}
-
-/// The endpoint's query string, read with the same rules as axum's `Query`.
-fn serde_urlencoded_query(q: &str) -> Result<EndpointQuery, McpError> {
-    let uri: axum::http::Uri = format!("/mcp?{q}")
-        .parse()
-        .map_err(|_| McpError::invalid_params("the endpoint's query is not valid", None))?;
-    axum::extract::Query::<EndpointQuery>::try_from_uri(&uri)
-        .map(|q| q.0)
-        .map_err(|e| McpError::invalid_params(format!("the endpoint's query: {e}"), None))
 }
 
 /// A refusal of the caller's request as the client's own mistake; a fault
@@ -329,13 +318,13 @@ fn title(name: &str) -> String {
     };
     let words = tool.replace(['_', '-'], " ");
     let mut chars = words.chars();
-    let sentence: Cow<'_, str> = match chars.next() {
-        Some(first) => format!("{}{}", first.to_uppercase(), chars.as_str()).into(),
-        None => words.as_str().into(),
-    };
+    let sentence: String = chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
     match module {
         Some(module) => format!("{module}: {sentence}"),
-        None => sentence.into_owned(),
+        None => sentence,
     }
 }
 
