@@ -8,7 +8,9 @@
 // approval shows a card with Approve and Deny.
 //
 // Everything the model or a tool produced is put on the page with
-// textContent, never innerHTML, so no answer can inject markup or script.
+// textContent or as text nodes, never innerHTML, so no answer can inject
+// markup or script: answers go through markdown.js, which builds elements
+// itself, and tool results through views.js.
 "use strict";
 
 const TOKEN_KEY = "data-plane.token";
@@ -32,6 +34,11 @@ const state = {
   running: null,
   // What sessionStorage keeps: { conversationId, space, turns: [{ text, runId }] }.
   chat: loadChat(),
+  // The conversation's cited passages by number (citation events; numbers
+  // continue across turns).
+  citations: new Map(),
+  // The document viewer (views.js), made at start.
+  viewer: null,
 };
 
 function loadChat() {
@@ -271,6 +278,7 @@ class Turn {
     this.steps = [];
     this.step = { text: "", calls: [] };
     this.ended = false;
+    this.blocks = []; // the answer's Markdown blocks, drawn again when a citation arrives
   }
 
   // A new model step begins once every call of the current one has its result.
@@ -305,10 +313,11 @@ class Turn {
     this.maybeNextStep();
     this.step.text += text;
     if (!this.text) {
-      this.text = el("div", "text");
+      this.text = markdownBlock("text", citeButton);
+      this.blocks.push(this.text);
       this.bubble.append(this.text);
     }
-    this.text.textContent += text;
+    this.text.write(text);
   }
 
   card(callId, name) {
@@ -360,6 +369,7 @@ class Turn {
     }
     card.parts.name.textContent = data.name;
     card.parts.args.textContent = pretty(data.arguments);
+    card.parts.arguments = data.arguments;
     if (entry) {
       // The same id announced again: the call is being retried.
       entry.result = undefined;
@@ -375,13 +385,7 @@ class Turn {
     const result = data.result || {};
     const ok = result.success === true;
     this.setCardState(card, ok ? "ok" : "failed", ok ? "done" + timing(result) : "failed" + timing(result));
-    let out = card.querySelector(":scope > .tool-result");
-    if (!out) {
-      out = el("pre", "tool-result");
-      out.setAttribute("aria-label", "Result");
-      card.append(out);
-    }
-    out.textContent = ok ? pretty(result.data) : pretty(result.error || result);
+    showResult(card, card.parts.name.textContent, result, card.parts.arguments);
     const entry = this.step.calls.find((c) => c.id === data.call_id);
     if (entry) {
       // What the model reads back, as the server builds it.
@@ -423,10 +427,11 @@ class Turn {
   subChunk(data) {
     const box = this.nested(data.parent_call_id);
     if (!box.text) {
-      box.text = el("div", "subagent-text");
+      box.text = markdownBlock("subagent-text", null);
+      this.blocks.push(box.text);
       box.append(box.text);
     }
-    box.text.textContent += data.text || "";
+    box.text.write(data.text || "");
     scrollToEnd();
   }
 
@@ -434,6 +439,7 @@ class Turn {
     const box = this.nested(data.parent_call_id);
     const card = el("details", "tool nested-tool");
     card.dataset.state = "running";
+    card.arguments = data.arguments;
     const summary = el("summary");
     summary.append(el("span", "tool-label", "Tool"), el("span", "tool-name", data.name), el("span", "tool-state", "running"));
     card.append(summary, el("pre", "tool-args", pretty(data.arguments)));
@@ -454,7 +460,7 @@ class Turn {
     const ok = result.success === true;
     card.dataset.state = ok ? "ok" : "failed";
     card.querySelector(".tool-state").textContent = (ok ? "done" : "failed") + timing(result);
-    card.append(el("pre", "tool-result", ok ? pretty(result.data) : pretty(result.error || result)));
+    showResult(card, data.name || card.querySelector(".tool-name").textContent, result, card.arguments);
     scrollToEnd();
   }
 
@@ -599,6 +605,9 @@ class Turn {
   // A passage the answer cites, numbered as it is cited: listed under the
   // answer; opening it reads the document around the span and marks it.
   citation(data) {
+    state.citations.set(data.index, data);
+    // Markers already drawn as text become buttons.
+    for (const block of this.blocks) block.draw();
     if (!this.sources) {
       this.sources = el("section", "sources");
       this.sources.setAttribute("aria-label", "Sources");
@@ -613,7 +622,11 @@ class Turn {
     const view = el("blockquote", "source-view");
     view.hidden = true;
     button.addEventListener("click", () => toggleSource(button, view, data));
-    item.append(button, view);
+    const open = el("button", "source-viewer", "Open in the document");
+    open.type = "button";
+    open.setAttribute("aria-label", `Open source ${data.index} in the document viewer`);
+    open.addEventListener("click", () => openCitation(data, open));
+    item.append(button, open, view);
     this.sources.lastChild.append(item);
     // The list stays under everything the answer shows.
     this.bubble.append(this.sources);
@@ -622,6 +635,7 @@ class Turn {
   finish(how) {
     if (this.ended) return;
     this.ended = true;
+    for (const block of this.blocks) block.draw();
     if (this.sources) this.bubble.append(this.sources);
     this.bubble.dataset.state = how;
     // A card nobody answered cannot be answered any more.
@@ -672,16 +686,11 @@ async function toggleSource(button, view, data) {
   const start = Math.max(0, data.char_start - SOURCE_CONTEXT);
   const span = Math.max(0, data.char_end - data.char_start);
   try {
-    const response = await api("POST", "/v1/tools/read_document/execute", {
-      args: { document_id: data.document_id, start, max_length: span + 2 * SOURCE_CONTEXT },
-      spaceId: state.chat?.space || null,
-    });
-    const result = await response.json();
-    if (!result.success) throw new Error(result.error?.message || "the document could not be read");
-    const chars = Array.from(result.data.text || "");
-    const from = Math.max(0, data.char_start - result.data.start);
-    const to = Math.max(from, data.char_end - result.data.start);
-    showSpan(view, chars.slice(0, from).join(""), chars.slice(from, to).join(""), chars.slice(to).join(""), result.data);
+    const read = await readDocument(data.document_id, start, span + 2 * SOURCE_CONTEXT);
+    const chars = Array.from(read.text || "");
+    const from = Math.max(0, data.char_start - read.start);
+    const to = Math.max(from, data.char_end - read.start);
+    showSpan(view, chars.slice(0, from).join(""), chars.slice(from, to).join(""), chars.slice(to).join(""), read);
   } catch (error) {
     showSpan(view, "", data.text || "", "", null);
     view.append(el("p", "source-note", "The document could not be read now (" + describe(error) + "); this is the quoted passage."));
@@ -702,6 +711,79 @@ function showSpan(view, before, cited, after, read) {
 
 function timing(result) {
   return typeof result.duration_ms === "number" ? " in " + result.duration_ms + " ms" : "";
+}
+
+// A block of model text drawn as Markdown: write() appends and draws again
+// at the next animation frame (so a fast stream costs one draw per frame),
+// draw() draws now.
+function markdownBlock(className, cite) {
+  const block = el("div", className + " markdown");
+  block.raw = "";
+  block.pending = false;
+  block.draw = () => {
+    block.pending = false;
+    block.replaceChildren(Markdown.render(block.raw, { cite }));
+  };
+  block.write = (text) => {
+    block.raw += text;
+    if (block.pending) return;
+    block.pending = true;
+    requestAnimationFrame(() => {
+      if (block.pending) block.draw();
+    });
+  };
+  return block;
+}
+
+// A cited number in an answer: a button opening the passage in the
+// viewer, when the conversation has a citation by that number.
+function citeButton(index, label) {
+  const data = state.citations.get(index);
+  if (!data) return null;
+  const button = el("button", "cite", label);
+  button.type = "button";
+  button.title = (data.path || "document") + (data.title ? " — " + data.title : "");
+  button.setAttribute("aria-label", `Source ${index}: ${data.path || "document"}`);
+  button.addEventListener("click", () => openCitation(data, button));
+  return button;
+}
+
+function openCitation(data, opener) {
+  state.viewer.open({
+    document_id: data.document_id,
+    start: data.char_start,
+    end: data.char_end,
+    label: data.path,
+    opener,
+  });
+}
+
+// A card's result: the tool's view (views.js) when it has one, and the raw
+// JSON, folded, one click away.
+function showResult(card, tool, result, args) {
+  for (const old of card.querySelectorAll(":scope > .view, :scope > .raw, :scope > .tool-result")) old.remove();
+  const ok = result.success === true;
+  const view = Views.render(tool, result, args, { openDocument: (doc) => state.viewer.open(doc) });
+  const out = el("pre", "tool-result", ok ? pretty(result.data) : pretty(result.error || result));
+  out.setAttribute("aria-label", "Result");
+  if (!view) {
+    card.append(out);
+    return;
+  }
+  const raw = el("details", "raw");
+  raw.append(el("summary", "raw-title", "Raw JSON"), out);
+  card.append(view, raw);
+}
+
+// read_document over executeTool, in the conversation's space.
+async function readDocument(documentId, start, maxLength) {
+  const response = await api("POST", "/v1/tools/read_document/execute", {
+    args: { document_id: documentId, start, max_length: maxLength },
+    spaceId: state.chat?.space || null,
+  });
+  const result = await response.json();
+  if (!result.success) throw new Error(result.error?.message || "the document could not be read");
+  return result.data;
 }
 
 // ---- sending, following and stopping runs -----------------------------------------
@@ -873,6 +955,7 @@ async function stop() {
 function newChat() {
   if (state.running) return;
   state.messages = [];
+  state.citations.clear();
   state.chat = { conversationId: null, space: $("space-select").value, turns: [] };
   saveChat();
   $("log").replaceChildren();
@@ -1018,6 +1101,7 @@ async function changeSetting(event) {
 // ---- wiring ---------------------------------------------------------------------
 
 function start() {
+  state.viewer = new Views.Viewer($("viewer"), readDocument);
   $("nav-chat").addEventListener("click", () => show("chat"));
   $("nav-admin").addEventListener("click", () => show("admin"));
   $("nav-token").addEventListener("click", () => show("token"));

@@ -11,18 +11,22 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use data_plane::auth::JwtKeys;
+use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, tool_calls_reply};
 use data_plane_handlers::{ModelSettings, SubAgentLimits};
 use data_plane_ingest::pipeline::{Pipeline, Target};
+use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::content::{self, SourceKind};
 use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::testing::TestDatabase;
+use data_plane_web::fetch::{FetchConfig, Fetcher};
+use data_plane_web::search::{SearchConfig, WebSearch};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -45,16 +49,29 @@ const LAST_QUESTION: &str = "Still there?";
 const LAST_ANSWER: &str = "Still here.";
 
 struct World {
-    _test: TestDatabase,
+    test: TestDatabase,
     jwt: JwtKeys,
     state: AppState,
     admin: Uuid,
     viewer: Uuid,
-    /// maintenance/vacuum.md, the one document of the space.
+    /// maintenance/vacuum.md, the first document of the space.
     document: Uuid,
+    /// The space's one source, "guides".
+    source: Uuid,
 }
 
 async fn world() -> World {
+    world_with(
+        &[],
+        Fetcher::new(FetchConfig::default()),
+        WebSearch::default(),
+    )
+    .await
+}
+
+/// The world with `extra` files (path, bytes) in the guides source beside
+/// the vacuum page, and this fetcher and web search.
+async fn world_with(extra: &[(&str, &[u8])], fetcher: Fetcher, web_search: WebSearch) -> World {
     let test = TestDatabase::create().await;
     let db = test.db.clone();
     let embedder = common::embedder();
@@ -78,18 +95,24 @@ async fn world() -> World {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    Pipeline::new(db.clone(), embedder.clone())
-        .ingest_file(
-            Scope::System,
-            Target {
-                space_id: space.id,
-                source_id: source.id,
-            },
-            "maintenance/vacuum.md",
-            b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n",
-        )
-        .await
-        .unwrap();
+    let files = [(
+        "maintenance/vacuum.md",
+        &b"# Vacuuming\n\nVACUUM reclaims storage occupied by dead tuples.\n"[..],
+    )];
+    for (path, bytes) in files.iter().chain(extra) {
+        Pipeline::new(db.clone(), embedder.clone())
+            .ingest_file(
+                Scope::System,
+                Target {
+                    space_id: space.id,
+                    source_id: source.id,
+                },
+                path,
+                bytes,
+            )
+            .await
+            .unwrap();
+    }
     let mut tx = db.begin(Scope::System).await.unwrap();
     let document: Uuid =
         sqlx::query_scalar("SELECT id FROM documents WHERE path = 'maintenance/vacuum.md'")
@@ -98,14 +121,24 @@ async fn world() -> World {
             .unwrap();
     tx.commit().await.unwrap();
     let jwt = common::jwt();
-    let state = common::state(db, embedder, jwt.clone());
+    let state = AppState::new(
+        db,
+        KeywordIndex::in_memory().unwrap(),
+        embedder,
+        jwt.clone(),
+        ServiceTokens::default(),
+        Arc::new(fetcher),
+        web_search,
+    )
+    .unwrap();
     World {
-        _test: test,
+        test,
         jwt,
         state,
         admin,
         viewer,
         document,
+        source: source.id,
     }
 }
 
@@ -125,6 +158,13 @@ async fn the_page_and_its_assets_are_served_from_the_binary() {
     let cases = [
         ("/", 200, "text/html", "<title>data-plane chat</title>"),
         ("/static/app.js", 200, "text/javascript", "class SseParser"),
+        (
+            "/static/markdown.js",
+            200,
+            "text/javascript",
+            "const Markdown",
+        ),
+        ("/static/views.js", 200, "text/javascript", "const Views"),
         ("/static/style.css", 200, "text/css", ".tool-result"),
         ("/static/missing.js", 404, "application/json", "missing.js"),
         ("/static/..%2Fapp.js", 404, "application/json", "not_found"),
@@ -516,6 +556,298 @@ async fn the_chat_page_works_in_headless_chromium() {
         "reloaded.png",
         "narrow.png",
         "admin.png",
+    ] {
+        let bytes = std::fs::read(shots.join(shot)).unwrap();
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,
+            "{shot} is not a real screenshot ({} bytes)",
+            bytes.len()
+        );
+    }
+}
+
+/// The long guide the viewer pages through: eighty numbered paragraphs
+/// (about 16,000 characters), the twenty-fourth holding [`NEEDLE`].
+const LONG_PATH: &str = "maintenance/tuning/autovacuum.md";
+const NEEDLE: &str = "autovacuum_naptime";
+const CSV_PATH: &str = "reports/table-sizes.csv";
+const WEB_TITLE: &str = "Tuning autovacuum";
+const WEB_SENTENCE: &str = "The launcher wakes once per naptime and starts a worker per database.";
+
+fn long_guide() -> String {
+    let mut text = String::from("# Autovacuum tuning\n\n");
+    for n in 1..=80 {
+        if n == 24 {
+            text.push_str(&format!(
+                "Paragraph {n}. Set {NEEDLE} to one minute so the autovacuum launcher wakes often \
+                 enough on busy databases; each wake starts at most one worker per database.\n\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "Paragraph {n}. Routine maintenance keeps table statistics fresh and bounds \
+                 bloat; this paragraph talks about checkpoints, WAL volume and cost limits in \
+                 general terms, number {n} of the guide's eighty.\n\n"
+            ));
+        }
+    }
+    text
+}
+
+/// A page and a SearXNG-style search API on 127.0.0.1, for fetch_web_page
+/// and web_search.
+async fn web_server() -> String {
+    use axum::routing::get;
+    let page = format!(
+        "<!doctype html><html><head><title>{WEB_TITLE}</title>\
+         <meta property=\"og:site_name\" content=\"Example Docs\"></head><body>\
+         <article><h1>{WEB_TITLE}</h1><p>{WEB_SENTENCE}</p>\
+         <p>Lower <code>autovacuum_vacuum_cost_delay</code> when workers fall behind; \
+         see <a href=\"https://www.postgresql.org/docs/current/routine-vacuuming.html\">the manual</a>.</p>\
+         <script>window.__pwned = 'page'</script></article></body></html>"
+    );
+    let search = async || {
+        axum::Json(json!({
+            "query": "autovacuum", "number_of_results": 2,
+            "results": [{
+                "url": "https://www.postgresql.org/docs/current/routine-vacuuming.html",
+                "title": "Routine Vacuuming", "content": "The autovacuum daemon automates VACUUM.",
+                "publishedDate": "2024-11-14T00:00:00", "engine": "duckduckgo",
+                "engines": ["duckduckgo"], "positions": [1], "score": 1.0,
+                "category": "general", "template": "default.html"
+            }, {
+                "url": "https://wiki.postgresql.org/wiki/Autovacuum",
+                "title": "Autovacuum <b>wiki</b>", "content": "Tuning notes from the wiki.",
+                "publishedDate": null, "engine": "bing", "engines": ["bing"],
+                "positions": [2], "score": 0.5, "category": "general", "template": "default.html"
+            }],
+            "answers": [], "corrections": [], "infoboxes": [], "suggestions": [],
+            "unresponsive_engines": []
+        }))
+    };
+    let app = axum::Router::new()
+        .route(
+            "/article",
+            get(move || {
+                let page = page.clone();
+                async move { axum::response::Html(page) }
+            }),
+        )
+        .route("/search", get(search));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// The markdown answer of the views test: headings, emphasis, a nested
+/// list, a link, a table, a code block, a citation, and markup and script
+/// that must stay text.
+const MARKDOWN_ANSWER: &[&str] = &[
+    "## Tuning autovacuum\n\nSet the naptime low on **busy** databases [1] and watch `pg_stat_user_tables`.\n\n",
+    "1. Lower the naptime\n2. Read [the manual](https://www.postgresql.org/docs/current/routine-vacuuming.html)\n   - or the wiki\n\n",
+    "| table | size |\n|---|---:|\n| orders | 42 |\n\n```sql\nALTER SYSTEM SET autovacuum_naptime = '1min';\n",
+    "SELECT pg_reload_conf();\n```\n\n",
+    "<script>window.__pwned = 'script'</script><img src=x onerror=\"window.__pwned = 'img'\"> ",
+    "[click me](javascript:window.__pwned='link') <a href=\"javascript:alert(1)\">raw link</a>",
+];
+const CODE_BLOCK: &str = "ALTER SYSTEM SET autovacuum_naptime = '1min';\nSELECT pg_reload_conf();";
+
+fn views_script(model: &FakeModel, ids: &ViewIds, web: &str) {
+    // Turn 1: the navigation tools side by side.
+    let source = json!({ "source_id": ids.source }).to_string();
+    let folder = json!({ "source_id": ids.source, "path": "maintenance" }).to_string();
+    model.push(tool_calls_reply(&[
+        ScriptedCall {
+            id: "call_sources",
+            name: "list_sources",
+            fragments: &["{}"],
+        },
+        ScriptedCall {
+            id: "call_tree",
+            name: "folder_tree",
+            fragments: &[&source],
+        },
+        ScriptedCall {
+            id: "call_folder",
+            name: "list_folder_contents",
+            fragments: &[&folder],
+        },
+        ScriptedCall {
+            id: "call_find",
+            name: "find_by_name",
+            fragments: &["{\"pattern\": \"**/*.md\"}"],
+        },
+    ]));
+    model.push(text(&["Here is what the space holds."], Duration::ZERO));
+    // Turn 2: search, grep, info and a read, then the Markdown answer.
+    let grep = json!({ "pattern": NEEDLE, "context_lines": 1 }).to_string();
+    let info = json!({ "document_id": ids.long }).to_string();
+    let read = json!({ "document_id": ids.vacuum, "max_length": 200 }).to_string();
+    model.push(tool_calls_reply(&[
+        ScriptedCall {
+            id: "call_search",
+            name: "search_documents",
+            fragments: &["{\"query\": \"autovacuum naptime launcher\", \"limit\": 3}"],
+        },
+        ScriptedCall {
+            id: "call_grep",
+            name: "grep_documents",
+            fragments: &[&grep],
+        },
+        ScriptedCall {
+            id: "call_info",
+            name: "document_info",
+            fragments: &[&info],
+        },
+        ScriptedCall {
+            id: "call_read",
+            name: "read_document",
+            fragments: &[&read],
+        },
+    ]));
+    model.push(text(MARKDOWN_ANSWER, Duration::from_millis(150)));
+    // Turn 3: a table query, the web, and a call that fails.
+    let query = json!({
+        "document_id": ids.csv,
+        "sql": format!("SELECT * FROM \"{}\" ORDER BY 1", ids.table),
+    })
+    .to_string();
+    let fetch = json!({ "url": format!("{web}/article") }).to_string();
+    let missing = json!({ "document_id": Uuid::new_v4() }).to_string();
+    model.push(tool_calls_reply(&[
+        ScriptedCall {
+            id: "call_query",
+            name: "query_documents",
+            fragments: &[&query],
+        },
+        ScriptedCall {
+            id: "call_fetch",
+            name: "fetch_web_page",
+            fragments: &[&fetch],
+        },
+        ScriptedCall {
+            id: "call_web",
+            name: "web_search",
+            fragments: &["{\"query\": \"autovacuum tuning\"}"],
+        },
+        ScriptedCall {
+            id: "call_missing",
+            name: "document_info",
+            fragments: &[&missing],
+        },
+    ]));
+    model.push(text(&["Those are the rows and the pages."], Duration::ZERO));
+}
+
+struct ViewIds {
+    source: Uuid,
+    vacuum: Uuid,
+    long: Uuid,
+    csv: Uuid,
+    table: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tool_result_shows_as_its_view_in_headless_chromium() {
+    let browser = browser();
+    let web = web_server().await;
+    let long = long_guide();
+    let csv = b"table_name,size_mb,dead_tuples\norders,42,1200\ncustomers,7,30\nevents,380,91000\n";
+    let w = world_with(
+        &[(LONG_PATH, long.as_bytes()), (CSV_PATH, csv)],
+        Fetcher::new(FetchConfig {
+            allow: "127.0.0.1".parse().unwrap(),
+            ..FetchConfig::default()
+        }),
+        WebSearch::new(&SearchConfig {
+            searxng_url: Some(web.clone()),
+            ..SearchConfig::default()
+        })
+        .unwrap(),
+    )
+    .await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let paths: std::collections::HashMap<String, Uuid> =
+        sqlx::query_as::<_, (String, Uuid)>("SELECT path, id FROM documents")
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    let (long_id, csv_id) = (paths[LONG_PATH], paths[CSV_PATH]);
+    let table: String = sqlx::query_scalar("SELECT name FROM doc_tables WHERE document_id = $1")
+        .bind(csv_id)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let ids = ViewIds {
+        source: w.source,
+        vacuum: w.document,
+        long: long_id,
+        csv: csv_id,
+        table,
+    };
+
+    let model = FakeModel::start().await;
+    views_script(&model, &ids, &web);
+    let mut config = AgentConfig::new(model.base_url(), "test-model");
+    config.api_key = Some("sk-test".into());
+    config.system_prompt = Some(data_plane_agent::prompt::PromptTemplate::default());
+    let base = common::serve(w.state.clone().with_agent(config).unwrap()).await;
+    let admin = w.token(w.admin, Permission::Admin);
+    // Web search on, and the test's own host trusted, so no call waits.
+    let r = reqwest::Client::new()
+        .put(format!("{base}/v1/admin/settings"))
+        .bearer_auth(&admin)
+        .json(&json!({
+            "web_search_enabled": true,
+            "fetch_web_page_trusted_hosts": ["127.0.0.1"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+
+    let temp = tempfile::tempdir().unwrap();
+    let shots = std::env::var_os("DATA_PLANE_E2E_SHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut node = tokio::process::Command::new(&browser.node);
+    node.arg("chat_views.mjs")
+        .current_dir(&browser.script_dir)
+        .env("DATA_PLANE_URL", &base)
+        .env("ADMIN_TOKEN", &admin)
+        .env("SPACE_NAME", SPACE)
+        .env("LONG_PATH", LONG_PATH)
+        .env("NEEDLE", NEEDLE)
+        .env("CSV_PATH", CSV_PATH)
+        .env("WEB_URL", format!("{web}/article"))
+        .env("WEB_TITLE", WEB_TITLE)
+        .env("WEB_SENTENCE", WEB_SENTENCE)
+        .env("CODE_BLOCK", CODE_BLOCK)
+        .env("SHOT_DIR", &shots)
+        .env("CHROMIUM", &browser.chromium)
+        .kill_on_drop(true);
+    let status = tokio::time::timeout(Duration::from_secs(180), node.status())
+        .await
+        .expect("the browser test ran past three minutes")
+        .unwrap();
+    assert!(
+        status.success(),
+        "the browser test failed ({status}); its output is above"
+    );
+    // Every scripted reply was asked for: each turn ran its calls.
+    assert_eq!(model.requests().len(), 6, "{:#?}", model.requests());
+    for shot in [
+        "view-navigation.png",
+        "view-search.png",
+        "view-answer.png",
+        "view-viewer.png",
+        "view-data-web.png",
+        "view-dark.png",
+        "view-narrow.png",
     ] {
         let bytes = std::fs::read(shots.join(shot)).unwrap();
         assert!(

@@ -28,6 +28,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../static/app.js"),
     },
     Asset {
+        name: "markdown.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/markdown.js"),
+    },
+    Asset {
+        name: "views.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/views.js"),
+    },
+    Asset {
         name: "style.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../../static/style.css"),

@@ -232,7 +232,10 @@ try {
   await second.getByLabel("Don't ask again in this conversation").check();
   await second.getByRole("button", { name: "Approve" }).click();
   await second.locator(".approval-status", { hasText: "Approved for this conversation." }).waitFor();
-  await approvedTurn.locator(".tool-result").waitFor();
+  // The SSRF guard refuses the private address: the card shows the failure,
+  // the raw JSON folded under it.
+  await approvedTurn.locator(".view-failure", { hasText: "public internet addresses" }).waitFor();
+  await approvedTurn.locator(".tool-result").waitFor({ state: "attached" });
   await approvedTurn.locator(".text", { hasText: approvedAnswer }).waitFor();
   await turnState(page, 5, "done");
 
