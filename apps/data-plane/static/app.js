@@ -722,7 +722,16 @@ function markdownBlock(className, cite) {
   block.pending = false;
   block.draw = () => {
     block.pending = false;
+    // Drawn anew from the text: the log keeps following the end, and a
+    // control that had the focus (Copy, a link, a citation) hands it to its
+    // new copy, found at the same place among the block's controls.
+    const log = $("log");
+    const following = log.scrollHeight - log.scrollTop - log.clientHeight < 120;
+    const controls = () => [...block.querySelectorAll("button, a")];
+    const focused = controls().indexOf(document.activeElement);
     block.replaceChildren(Markdown.render(block.raw, { cite }));
+    if (focused >= 0) controls()[focused]?.focus({ preventScroll: true });
+    if (following) log.scrollTop = log.scrollHeight;
   };
   block.write = (text) => {
     block.raw += text;
@@ -742,6 +751,9 @@ function citeButton(index, label) {
   if (!data) return null;
   const button = el("button", "cite", label);
   button.type = "button";
+  // The viewer gives the focus back to the button by this key, should the
+  // answer have been drawn again while it was open.
+  button.dataset.focusKey = "cite-" + index;
   button.title = (data.path || "document") + (data.title ? " — " + data.title : "");
   button.setAttribute("aria-label", `Source ${index}: ${data.path || "document"}`);
   button.addEventListener("click", () => openCitation(data, button));

@@ -20,12 +20,13 @@ const Markdown = (() => {
   // Nesting deeper than this is shown flat: no input can exhaust the stack.
   const MAX_DEPTH = 8;
 
-  const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$/;
-  const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
+  // Block patterns only match a line's opening; what follows is read by
+  // code, so no pattern can backtrack across a long line.
+  const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})/;
+  const HEADING_OPEN = /^ {0,3}(#{1,6})(?=[ \t]|$)/;
   const RULE = /^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$/;
   const QUOTE = /^ {0,3}> ?(.*)$/;
   const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*)|[ \t]*$)/;
-  const TABLE_RULE = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
   const BLANK = /^[ \t]*$/;
 
   function el(tag, className) {
@@ -57,8 +58,35 @@ const Markdown = (() => {
 
   const indentOf = (line) => line.length - line.trimStart().length;
 
+  // A fence's opening: its marker and the info string's first word; a
+  // backtick fence's info string may hold no backtick.
+  function fenceOpen(line) {
+    const m = FENCE_OPEN.exec(line);
+    if (!m) return null;
+    const info = line.slice(m[0].length).trim();
+    if (m[1][0] === "`" && info.includes("`")) return null;
+    return { marker: m[1], language: info.split(/\s/, 1)[0] };
+  }
+
+  // A heading's level and text, without the closing #s.
+  function headingOf(line) {
+    const m = HEADING_OPEN.exec(line);
+    if (!m) return null;
+    let text = line.slice(m[0].length).trim();
+    const closing = /(?:^|[ \t])#+$/.exec(text);
+    if (closing) text = text.slice(0, closing.index).trimEnd();
+    return { level: m[1].length, text };
+  }
+
+  // A table's delimiter row: cells of dashes, each with an optional colon
+  // at either end.
+  function tableRule(line) {
+    const row = cells(line);
+    return line.includes("-") && line.includes("|") && row.length > 0 && row.every((cell) => /^:?-+:?$/.test(cell));
+  }
+
   function startsBlock(line) {
-    return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
+    return fenceOpen(line) !== null || headingOf(line) !== null || RULE.test(line) || QUOTE.test(line) || ITEM.test(line);
   }
 
   // ---- blocks ----------------------------------------------------------------
@@ -82,13 +110,13 @@ const Markdown = (() => {
       } else if (depth >= MAX_DEPTH) {
         paragraph.push(line);
         i += 1;
-      } else if ((m = FENCE.exec(line))) {
+      } else if ((m = fenceOpen(line))) {
         flush();
         i = fence(lines, i, m, parent);
-      } else if ((m = HEADING.exec(line))) {
+      } else if ((m = headingOf(line))) {
         flush();
-        const h = el("h" + Math.min(6, m[1].length + 2));
-        inline(m[2] || "", h, options, depth);
+        const h = el("h" + Math.min(6, m.level + 2));
+        inline(m.text, h, options, depth);
         parent.append(h);
         i += 1;
       } else if (RULE.test(line)) {
@@ -108,7 +136,7 @@ const Markdown = (() => {
       } else if (ITEM.test(line)) {
         flush();
         i = list(lines, i, parent, options, depth);
-      } else if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1]) && lines[i + 1].includes("-")) {
+      } else if (line.includes("|") && i + 1 < lines.length && tableRule(lines[i + 1])) {
         flush();
         i = table(lines, i, parent, options, depth);
       } else {
@@ -119,8 +147,8 @@ const Markdown = (() => {
     flush();
   }
 
-  function fence(lines, i, m, parent) {
-    const marker = m[1];
+  function fence(lines, i, open, parent) {
+    const marker = open.marker;
     const closing = new RegExp("^ {0,3}" + marker[0] + "{" + marker.length + ",}[ \\t]*$");
     const code = [];
     let j = i + 1;
@@ -128,7 +156,7 @@ const Markdown = (() => {
       code.push(lines[j]);
       j += 1;
     }
-    parent.append(codeBlock(code.join("\n"), m[2]));
+    parent.append(codeBlock(code.join("\n"), open.language));
     return j < lines.length ? j + 1 : j;
   }
 
@@ -284,21 +312,22 @@ const Markdown = (() => {
 
   // ---- inlines ---------------------------------------------------------------
 
-  // Tried in order where a character that can open them stands. Code spans
-  // and emphasis look at most 1,000 characters ahead for their end, so a
-  // paragraph full of unclosed markers costs linear time, not quadratic.
+  // Tried in order where a character that can open them stands. Every
+  // pattern looks a bounded distance ahead (1,000 characters for code
+  // spans and emphasis, 2,000 for a URL), so a line full of unclosed
+  // markers costs linear time, not quadratic.
   const INLINES = [
     { kind: "escape", opens: "\\", re: /\\([!-/:-@[-`{-~])/y },
     { kind: "code", opens: "`", re: /(`+)(?!`)([\s\S]{0,1000}?[^`])\1(?!`)/y },
-    { kind: "image", opens: "!", re: /!\[([^\]\n]*)\]\(\s*<?([^\s<>()]+)>?(?:\s+"([^"\n]*)")?\s*\)/y },
+    { kind: "image", opens: "!", re: /!\[([^\]\n]{0,500})\]\(\s*<?([^\s<>()]{1,2000})>?(?:\s+"([^"\n]{0,500})")?\s*\)/y },
     {
       kind: "link",
       opens: "[",
-      re: /\[((?:[^[\]\n]|\[[^[\]\n]*\])+)\]\(\s*<?((?:[^\s<>()]|\([^\s<>()]*\))*)>?(?:\s+"([^"\n]*)")?\s*\)/y,
+      re: /\[((?:[^[\]\n]|\[[^[\]\n]{0,200}\]){1,500})\]\(\s*<?((?:[^\s<>()]|\([^\s<>()]{0,200}\)){0,2000})>?(?:\s+"([^"\n]{0,500})")?\s*\)/y,
     },
     { kind: "cite", opens: "[", re: /\[\^?\d{1,4}(?:\s*,\s*\^?\d{1,4})*\]/y },
-    { kind: "autolink", opens: "<", re: /<(https?:\/\/[^\s<>]+)>/y },
-    { kind: "url", opens: "hH", re: /https?:\/\/(?:[^\s<>()[\]]|\([^\s<>()]*\))*(?:[^\s<>()[\].,;:!?'"*_~]|\([^\s<>()]*\))/iy },
+    { kind: "autolink", opens: "<", re: /<(https?:\/\/[^\s<>]{1,2000})>/y },
+    { kind: "url", opens: "hH", re: /https?:\/\/(?:[^\s<>()[\]]|\([^\s<>()]{0,200}\)){0,2000}(?:[^\s<>()[\].,;:!?'"*_~]|\([^\s<>()]{0,200}\))/iy },
     { kind: "strongem", opens: "*", re: /\*\*\*(?=\S)([\s\S]{0,1000}?\S)\*\*\*/y },
     { kind: "strong", opens: "*", re: /\*\*(?=\S)([\s\S]{0,1000}?\S)\*\*/y },
     { kind: "strong", opens: "_", re: /__(?=\S)([\s\S]{0,1000}?\S)__(?![\p{L}\p{N}])/uy },
@@ -307,6 +336,10 @@ const Markdown = (() => {
     { kind: "em", opens: "_", re: /_(?=[^\s_])([\s\S]{0,1000}?[^\s_])_(?![\p{L}\p{N}])/uy },
   ];
   const SPECIAL = /[\\`![<hH*_~]/g;
+  // Inside a link's text nothing links or cites again (no link in a link,
+  // no button in a link).
+  const LINKING = new Set(["image", "link", "cite", "autolink", "url"]);
+  const inLink = { inLink: true };
   const WORD = /[\p{L}\p{N}_]/u;
 
   function inline(text, parent, options, depth) {
@@ -331,6 +364,7 @@ const Markdown = (() => {
       let taken = false;
       for (const rule of INLINES) {
         if (!rule.opens.includes(c)) continue;
+        if (options.inLink && LINKING.has(rule.kind)) continue;
         if (inWord && (c === "_" || rule.kind === "url")) continue;
         rule.re.lastIndex = i;
         const m = rule.re.exec(text);
@@ -381,12 +415,12 @@ const Markdown = (() => {
           // Not an http(s) link: its words, without a target.
           const span = el("span", "link-dropped");
           span.title = "not a web link, not followed";
-          inline(m[1], span, options, depth + 1);
+          inline(m[1], span, inLink, depth + 1);
           parent.append(span);
           return;
         }
         const a = link(href, m[3]);
-        inline(m[1], a, options, depth + 1);
+        inline(m[1], a, inLink, depth + 1);
         parent.append(a);
         return;
       }

@@ -235,6 +235,16 @@ const Views = (() => {
     );
     let group = null;
     let lines = null;
+    // The lines shown in this document's group, by number: neighbouring
+    // matches share context lines, which show once, and a match that was
+    // context of the one before takes its place.
+    let shown = new Map();
+    const context = (number, text) => {
+      if (shown.has(number)) return;
+      const li = grepLine(number, text);
+      shown.set(number, li);
+      lines.append(li);
+    };
     for (const r of results) {
       if (!group || group.dataset.documentId !== r.document_id) {
         group = el("section", "grep-file");
@@ -243,9 +253,10 @@ const Views = (() => {
         lines = el("ol", "grep-lines");
         group.append(lines);
         box.append(group);
+        shown = new Map();
       }
       const before = r.before || [];
-      before.forEach((text, k) => lines.append(grepLine(r.line - before.length + k, text)));
+      before.forEach((text, k) => context(r.line - before.length + k, text));
       const first = (r.matches || [])[0];
       const row = el("li", "grep-line match");
       const button = el("button", "grep-open");
@@ -272,8 +283,11 @@ const Views = (() => {
         }),
       );
       row.append(button);
-      lines.append(row);
-      (r.after || []).forEach((t, k) => lines.append(grepLine(r.line + 1 + k, t)));
+      const earlier = shown.get(r.line);
+      if (earlier) earlier.replaceWith(row);
+      else lines.append(row);
+      shown.set(r.line, row);
+      (r.after || []).forEach((t, k) => context(r.line + 1 + k, t));
     }
     if (data.more && data.more.hint) box.append(note(data.more.hint));
     return box;
@@ -586,11 +600,9 @@ const Views = (() => {
       this.later = dialog.querySelector(".viewer-later");
       this.status = dialog.querySelector(".viewer-status");
       dialog.querySelector(".viewer-close").addEventListener("click", () => dialog.close());
-      this.earlier.addEventListener("click", () => this.page(Math.max(0, this.start - PAGE_CHARS), false));
-      this.later.addEventListener("click", () => this.page(this.end, false));
-      dialog.addEventListener("close", () => {
-        if (this.opener && this.opener.isConnected) this.opener.focus();
-      });
+      this.earlier.addEventListener("click", () => this.page(Math.max(0, this.start - PAGE_CHARS), false, this.earlier));
+      this.later.addEventListener("click", () => this.page(this.end, false, this.later));
+      dialog.addEventListener("close", () => this.giveFocusBack());
       // A click on the backdrop closes it.
       dialog.addEventListener("click", (e) => {
         if (e.target === dialog) dialog.close();
@@ -609,7 +621,21 @@ const Views = (() => {
       await this.page(from, true);
     }
 
-    async page(start, toSpan) {
+    // Focus goes back to what opened the viewer; when a streaming answer
+    // was drawn again meanwhile, to its new copy (same data-focus-key).
+    giveFocusBack() {
+      let target = this.opener;
+      if (target && !target.isConnected && target.dataset && target.dataset.focusKey) {
+        target = document.querySelector(`[data-focus-key="${CSS.escape(target.dataset.focusKey)}"]`);
+      }
+      if (target && target.isConnected) target.focus();
+      else document.getElementById("message")?.focus();
+    }
+
+    // Reads the page at `start`. The focus stays on the paging button that
+    // asked (or moves to the other one when it has nothing more), else goes
+    // to the text.
+    async page(start, toSpan, via) {
       const doc = this.doc;
       this.status.textContent = "Reading…";
       this.earlier.disabled = true;
@@ -619,6 +645,10 @@ const Views = (() => {
         data = await this.read(doc.document_id, start, PAGE_CHARS);
       } catch (error) {
         this.status.textContent = "The document could not be read: " + error.message;
+        // Let the reader try again.
+        this.earlier.disabled = (this.start ?? 0) <= 0;
+        this.later.disabled = false;
+        (via || this.dialog.querySelector(".viewer-close")).focus();
         return;
       }
       if (this.doc !== doc) return; // another document was opened meanwhile
@@ -638,7 +668,10 @@ const Views = (() => {
       } else {
         this.body.scrollTop = 0;
       }
-      this.body.focus({ preventScroll: true });
+      const other = via === this.earlier ? this.later : this.earlier;
+      if (via && !via.disabled) via.focus();
+      else if (via && !other.disabled) other.focus();
+      else this.body.focus({ preventScroll: true });
     }
   }
 

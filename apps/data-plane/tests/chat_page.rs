@@ -650,6 +650,9 @@ const MARKDOWN_ANSWER: &[&str] = &[
     "<script>window.__pwned = 'script'</script><img src=x onerror=\"window.__pwned = 'img'\"> ",
     "[click me](javascript:window.__pwned='link') <a href=\"javascript:alert(1)\">raw link</a>",
 ];
+/// Two matches two lines apart (paragraphs 1 and 2 of the long guide) with
+/// two lines of context: their context overlaps.
+const NEAR_GREP: &str = r#"{"pattern": "^Paragraph [12]\\.", "regex": true, "context_lines": 2, "path_glob": "**/autovacuum.md"}"#;
 const CODE_BLOCK: &str = "ALTER SYSTEM SET autovacuum_naptime = '1min';\nSELECT pg_reload_conf();";
 
 fn views_script(model: &FakeModel, ids: &ViewIds, web: &str) {
@@ -693,6 +696,11 @@ fn views_script(model: &FakeModel, ids: &ViewIds, web: &str) {
             id: "call_grep",
             name: "grep_documents",
             fragments: &[&grep],
+        },
+        ScriptedCall {
+            id: "call_grep_near",
+            name: "grep_documents",
+            fragments: &[NEAR_GREP],
         },
         ScriptedCall {
             id: "call_info",

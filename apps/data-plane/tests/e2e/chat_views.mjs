@@ -205,6 +205,14 @@ try {
   check(lineNumbers.length === 3, `grep shows ${lineNumbers.length} lines, not the match and one each side`);
   const numbers = lineNumbers.map(Number);
   check(numbers[1] === numbers[0] + 1 && numbers[2] === numbers[1] + 1, `the line numbers run ${lineNumbers.join(",")}`);
+  const near = cardOf(1, "call_grep_near").locator(".view-grep");
+  const nearLines = (await near.locator(".line-no").allTextContents()).join(",");
+  check(
+    nearLines === "1,2,3,4,5,6,7",
+    `overlapping context shows lines ${nearLines}, not 1 to 7 once each: ${(await textOf(cardOf(1, "call_grep_near"))).slice(0, 600)}`,
+  );
+  const nearMatches = (await near.locator(".grep-line.match .line-no").allTextContents()).join(",");
+  check(nearMatches === "3,5", `the matches are on lines ${nearMatches}, not 3 and 5`);
   const info = cardOf(1, "call_info").locator(".view-info");
   const terms = await info.locator("dt").allTextContents();
   check(terms.includes("Type") && terms.includes("Passages"), `document_info shows ${terms.join(", ")}`);
