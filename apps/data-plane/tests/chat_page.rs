@@ -240,6 +240,43 @@ fn browser() -> Browser {
     }
 }
 
+impl Browser {
+    /// Runs `tests/e2e/{script}` with `envs`, the browser and a folder for
+    /// its screenshots (DATA_PLANE_E2E_SHOTS keeps them for a person to look
+    /// at), for at most three minutes; it must pass and leave `shots` there
+    /// as real screenshots.
+    async fn run(&self, script: &str, envs: &[(&str, &str)], shots: &[&str]) {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = std::env::var_os("DATA_PLANE_E2E_SHOTS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| temp.path().to_path_buf());
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut node = tokio::process::Command::new(&self.node);
+        node.arg(script)
+            .current_dir(&self.script_dir)
+            .envs(envs.iter().copied())
+            .env("SHOT_DIR", &dir)
+            .env("CHROMIUM", &self.chromium)
+            .kill_on_drop(true);
+        let status = tokio::time::timeout(Duration::from_secs(180), node.status())
+            .await
+            .unwrap_or_else(|_| panic!("{script} ran past three minutes"))
+            .unwrap();
+        assert!(
+            status.success(),
+            "{script} failed ({status}); its output is above"
+        );
+        for shot in shots {
+            let bytes = std::fs::read(dir.join(shot)).unwrap();
+            assert!(
+                bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,
+                "{shot} is not a real screenshot ({} bytes)",
+                bytes.len()
+            );
+        }
+    }
+}
+
 /// The model's side of the turns the browser has: a search, then an answer
 /// in two parts with a pause between; a reply that never ends (for Stop);
 /// an upstream failure; analyze_document, whose sub-agent (the same model)
@@ -367,54 +404,48 @@ async fn the_chat_page_works_in_headless_chromium() {
     let admin = w.token(w.admin, Permission::Admin);
     let viewer = w.token(w.viewer, Permission::User);
 
-    // DATA_PLANE_E2E_SHOTS keeps the screenshots for a person to look at.
-    let temp = tempfile::tempdir().unwrap();
-    let shots = std::env::var_os("DATA_PLANE_E2E_SHOTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| temp.path().to_path_buf());
-    std::fs::create_dir_all(&shots).unwrap();
-
-    let mut node = tokio::process::Command::new(&browser.node);
-    node.arg("chat_page.mjs")
-        .current_dir(&browser.script_dir)
-        .env("DATA_PLANE_URL", &base)
-        .env("ADMIN_TOKEN", &admin)
-        .env("USER_TOKEN", &viewer)
-        .env("SPACE_NAME", SPACE)
-        .env("TOOL_NAME", "search_documents")
-        .env("TOOL_ARGS_TEXT", "\"query\": \"vacuum\"")
-        .env(
-            "RESULT_TEXT",
-            "VACUUM reclaims storage occupied by dead tuples",
+    browser
+        .run(
+            "chat_page.mjs",
+            &[
+                ("DATA_PLANE_URL", &base),
+                ("ADMIN_TOKEN", &admin),
+                ("USER_TOKEN", &viewer),
+                ("SPACE_NAME", SPACE),
+                ("TOOL_NAME", "search_documents"),
+                ("TOOL_ARGS_TEXT", "\"query\": \"vacuum\""),
+                (
+                    "RESULT_TEXT",
+                    "VACUUM reclaims storage occupied by dead tuples",
+                ),
+                ("ANSWER_START", ANSWER_START),
+                ("ANSWER_END", ANSWER_END),
+                ("CITED_PATH", "maintenance/vacuum.md"),
+                (
+                    "CITED_TEXT",
+                    "VACUUM reclaims storage occupied by dead tuples",
+                ),
+                ("SLOW_TEXT", SLOW_TEXT),
+                ("NESTED_QUESTION", NESTED_QUESTION),
+                ("NESTED_TEXT", NESTED_TEXT),
+                ("NESTED_ANSWER", NESTED_ANSWER),
+                ("FETCH_URL", FETCH_URL),
+                ("DENIED_ANSWER", DENIED_ANSWER),
+                ("APPROVED_ANSWER", APPROVED_ANSWER),
+                ("RELOAD_START", RELOAD_START),
+                ("RELOAD_END", RELOAD_END),
+                ("LAST_QUESTION", LAST_QUESTION),
+            ],
+            &[
+                "chat.png",
+                "nested.png",
+                "approval.png",
+                "reloaded.png",
+                "narrow.png",
+                "admin.png",
+            ],
         )
-        .env("ANSWER_START", ANSWER_START)
-        .env("ANSWER_END", ANSWER_END)
-        .env("CITED_PATH", "maintenance/vacuum.md")
-        .env(
-            "CITED_TEXT",
-            "VACUUM reclaims storage occupied by dead tuples",
-        )
-        .env("SLOW_TEXT", SLOW_TEXT)
-        .env("NESTED_QUESTION", NESTED_QUESTION)
-        .env("NESTED_TEXT", NESTED_TEXT)
-        .env("NESTED_ANSWER", NESTED_ANSWER)
-        .env("FETCH_URL", FETCH_URL)
-        .env("DENIED_ANSWER", DENIED_ANSWER)
-        .env("APPROVED_ANSWER", APPROVED_ANSWER)
-        .env("RELOAD_START", RELOAD_START)
-        .env("RELOAD_END", RELOAD_END)
-        .env("LAST_QUESTION", LAST_QUESTION)
-        .env("SHOT_DIR", &shots)
-        .env("CHROMIUM", &browser.chromium)
-        .kill_on_drop(true);
-    let status = tokio::time::timeout(Duration::from_secs(180), node.status())
-        .await
-        .expect("the browser test ran past three minutes")
-        .unwrap();
-    assert!(
-        status.success(),
-        "the browser test failed ({status}); its output is above"
-    );
+        .await;
 
     // Stop stopped the run, and the server hung up on the model in turn.
     assert!(
@@ -548,22 +579,6 @@ async fn the_chat_page_works_in_headless_chromium() {
             .any(|t| t["function"]["name"] == "web_search"),
         "{tools:#}"
     );
-
-    for shot in [
-        "chat.png",
-        "nested.png",
-        "approval.png",
-        "reloaded.png",
-        "narrow.png",
-        "admin.png",
-    ] {
-        let bytes = std::fs::read(shots.join(shot)).unwrap();
-        assert!(
-            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,
-            "{shot} is not a real screenshot ({} bytes)",
-            bytes.len()
-        );
-    }
 }
 
 /// The long guide the viewer pages through: eighty numbered paragraphs
@@ -817,51 +832,31 @@ async fn each_tool_result_shows_as_its_view_in_headless_chromium() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
 
-    let temp = tempfile::tempdir().unwrap();
-    let shots = std::env::var_os("DATA_PLANE_E2E_SHOTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| temp.path().to_path_buf());
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut node = tokio::process::Command::new(&browser.node);
-    node.arg("chat_views.mjs")
-        .current_dir(&browser.script_dir)
-        .env("DATA_PLANE_URL", &base)
-        .env("ADMIN_TOKEN", &admin)
-        .env("SPACE_NAME", SPACE)
-        .env("LONG_PATH", LONG_PATH)
-        .env("NEEDLE", NEEDLE)
-        .env("CSV_PATH", CSV_PATH)
-        .env("WEB_URL", format!("{web}/article"))
-        .env("WEB_TITLE", WEB_TITLE)
-        .env("WEB_SENTENCE", WEB_SENTENCE)
-        .env("CODE_BLOCK", CODE_BLOCK)
-        .env("SHOT_DIR", &shots)
-        .env("CHROMIUM", &browser.chromium)
-        .kill_on_drop(true);
-    let status = tokio::time::timeout(Duration::from_secs(180), node.status())
-        .await
-        .expect("the browser test ran past three minutes")
-        .unwrap();
-    assert!(
-        status.success(),
-        "the browser test failed ({status}); its output is above"
-    );
+    browser
+        .run(
+            "chat_views.mjs",
+            &[
+                ("DATA_PLANE_URL", &base),
+                ("ADMIN_TOKEN", &admin),
+                ("SPACE_NAME", SPACE),
+                ("LONG_PATH", LONG_PATH),
+                ("NEEDLE", NEEDLE),
+                ("WEB_URL", &format!("{web}/article")),
+                ("WEB_TITLE", WEB_TITLE),
+                ("WEB_SENTENCE", WEB_SENTENCE),
+                ("CODE_BLOCK", CODE_BLOCK),
+            ],
+            &[
+                "view-navigation.png",
+                "view-search.png",
+                "view-answer.png",
+                "view-viewer.png",
+                "view-data-web.png",
+                "view-dark.png",
+                "view-narrow.png",
+            ],
+        )
+        .await;
     // Every scripted reply was asked for: each turn ran its calls.
     assert_eq!(model.requests().len(), 6, "{:#?}", model.requests());
-    for shot in [
-        "view-navigation.png",
-        "view-search.png",
-        "view-answer.png",
-        "view-viewer.png",
-        "view-data-web.png",
-        "view-dark.png",
-        "view-narrow.png",
-    ] {
-        let bytes = std::fs::read(shots.join(shot)).unwrap();
-        assert!(
-            bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000,
-            "{shot} is not a real screenshot ({} bytes)",
-            bytes.len()
-        );
-    }
 }

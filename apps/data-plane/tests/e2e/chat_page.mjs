@@ -20,13 +20,7 @@
 // answer during which the page is reloaded, LAST_QUESTION: asked after the
 // reload), SHOT_DIR (screenshots), CHROMIUM (the browser).
 
-import { chromium } from "playwright-core";
-
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
+import { TIMEOUT, check, drive, env, textOf } from "./harness.mjs";
 
 const base = env("DATA_PLANE_URL");
 const adminToken = env("ADMIN_TOKEN");
@@ -50,18 +44,6 @@ const reloadStart = env("RELOAD_START");
 const reloadEnd = env("RELOAD_END");
 const lastQuestion = env("LAST_QUESTION");
 const shotDir = env("SHOT_DIR");
-const executablePath = env("CHROMIUM");
-
-const TIMEOUT = 20_000;
-let stepName = "start";
-const step = (name) => {
-  stepName = name;
-  console.log(`step: ${name}`);
-};
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
 
 // Waits until the nth answer (from 0) has the given state.
 async function turnState(page, n, state) {
@@ -72,20 +54,7 @@ async function turnState(page, n, state) {
   );
 }
 
-async function textOf(locator) {
-  return (await locator.textContent()) ?? "";
-}
-
-const browser = await chromium.launch({ executablePath, headless: true });
-const pageErrors = [];
-try {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  context.setDefaultTimeout(TIMEOUT);
-  const page = await context.newPage();
-  page.on("pageerror", (e) => pageErrors.push(String(e)));
-  page.on("console", (m) => {
-    if (m.type() === "error") console.log(`browser console: ${m.text()}`);
-  });
+await drive("chat page", { origin: base }, async ({ page, step }) => {
 
   step("the page asks for a token");
   await page.goto(base + "/");
@@ -319,13 +288,4 @@ try {
   await page.locator("#admin-status", { hasText: "Only admins" }).waitFor();
   check(await page.getByLabel("Web search").isHidden(), "a non-admin still sees the switches");
   check(await page.locator("#approvals-fields").isHidden(), "a non-admin still sees the approval rules");
-
-  check(pageErrors.length === 0, `the page threw: ${pageErrors.join("; ")}`);
-  console.log("chat page: all steps passed");
-} catch (error) {
-  console.error(`chat page: step "${stepName}" failed: ${error.message}`);
-  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("; ")}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

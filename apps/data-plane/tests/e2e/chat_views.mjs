@@ -15,58 +15,24 @@
 // Screenshots of each view go to SHOT_DIR.
 //
 // Environment: DATA_PLANE_URL, ADMIN_TOKEN, SPACE_NAME, LONG_PATH (a long
-// guide), NEEDLE (a word in one of its paragraphs), CSV_PATH, WEB_URL,
+// guide), NEEDLE (a word in one of its paragraphs), WEB_URL,
 // WEB_TITLE and WEB_SENTENCE (the page fetch_web_page reads), CODE_BLOCK
 // (the answer's code), SHOT_DIR, CHROMIUM.
 
-import { chromium } from "playwright-core";
-
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
+import { check, drive, env, textOf } from "./harness.mjs";
 
 const base = env("DATA_PLANE_URL");
 const adminToken = env("ADMIN_TOKEN");
 const spaceName = env("SPACE_NAME");
 const longPath = env("LONG_PATH");
 const needle = env("NEEDLE");
-const csvPath = env("CSV_PATH");
 const webUrl = env("WEB_URL");
 const webTitle = env("WEB_TITLE");
 const webSentence = env("WEB_SENTENCE");
 const codeBlock = env("CODE_BLOCK");
 const shotDir = env("SHOT_DIR");
-const executablePath = env("CHROMIUM");
 
-const TIMEOUT = 20_000;
-let stepName = "start";
-const step = (name) => {
-  stepName = name;
-  console.log(`step: ${name}`);
-};
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-async function textOf(locator) {
-  return (await locator.textContent()) ?? "";
-}
-
-const browser = await chromium.launch({ executablePath, headless: true });
-const pageErrors = [];
-let page = null;
-try {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
-  context.setDefaultTimeout(TIMEOUT);
-  page = await context.newPage();
-  page.on("pageerror", (e) => pageErrors.push(String(e)));
-  page.on("console", (m) => {
-    if (m.type() === "error") console.log(`browser console: ${m.text()}`);
-  });
+await drive("chat views", { origin: base, permissions: ["clipboard-read", "clipboard-write"] }, async ({ page, step }) => {
   await page.goto(base + "/");
   await page.getByLabel("Bearer token", { exact: true }).fill(adminToken);
   await page.getByLabel("Bearer token", { exact: true }).press("Enter");
@@ -406,20 +372,4 @@ try {
   );
   check(viewOverflow.length === 0, `views stick out of a 380px screen: ${viewOverflow.join(", ")}`);
   await page.screenshot({ path: `${shotDir}/view-narrow.png`, fullPage: true });
-
-  check(pageErrors.length === 0, `the page threw: ${pageErrors.join("; ")}`);
-  console.log("chat views: all steps passed");
-} catch (error) {
-  console.error(`chat views: step "${stepName}" failed: ${error.message}`);
-  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("; ")}`);
-  // What the last turn showed, to see why.
-  const last = await page
-    ?.locator(".message.assistant")
-    .last()
-    .innerText({ timeout: 1000 })
-    .catch(() => "");
-  if (last) console.error(`the last turn reads:\n${last.slice(0, 4000)}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});
