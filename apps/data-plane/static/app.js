@@ -687,26 +687,24 @@ async function toggleSource(button, view, data) {
   const span = Math.max(0, data.char_end - data.char_start);
   try {
     const read = await readDocument(data.document_id, start, span + 2 * SOURCE_CONTEXT);
-    const chars = Array.from(read.text || "");
-    const from = Math.max(0, data.char_start - read.start);
-    const to = Math.max(from, data.char_end - read.start);
-    showSpan(view, chars.slice(0, from).join(""), chars.slice(from, to).join(""), chars.slice(to).join(""), read);
+    showSpan(view, read.text || "", data.char_start - read.start, data.char_end - read.start, read);
   } catch (error) {
-    showSpan(view, "", data.text || "", "", null);
+    const quote = data.text || "";
+    showSpan(view, quote, 0, Array.from(quote).length, null);
     view.append(el("p", "source-note", "The document could not be read now (" + describe(error) + "); this is the quoted passage."));
   }
   view.querySelector("mark")?.scrollIntoView({ block: "nearest" });
 }
 
-function showSpan(view, before, cited, after, read) {
+// `text` with the code points [from, to) marked, as the viewer marks them,
+// and "…" where the document goes on.
+function showSpan(view, text, from, to, read) {
   view.textContent = "";
-  const text = el("p", "source-text");
-  if (read && read.start > 0) text.append("…");
-  text.append(before);
-  text.append(el("mark", "", cited));
-  text.append(after);
-  if (read && read.end < read.total_chars) text.append("…");
-  view.append(text);
+  const paragraph = el("p", "source-text");
+  if (read && read.start > 0) paragraph.append("…");
+  Views.markedRanges(paragraph, text, [[from, to]]);
+  if (read && read.end < read.total_chars) paragraph.append("…");
+  view.append(paragraph);
 }
 
 function timing(result) {

@@ -675,5 +675,5 @@ const Views = (() => {
     }
   }
 
-  return { render, Viewer, wordsOf, marked };
+  return { render, Viewer, markedRanges };
 })();
