@@ -40,6 +40,8 @@ fn queries() -> Vec<(&'static str, Value)> {
         ("rare_literal", json!({ "pattern": RARE_TOKEN })),
         ("absent_literal", json!({ "pattern": "xylophone quartz" })),
         ("common_literal", json!({ "pattern": "VACUUM" })),
+        // In about two thirds of the manual's pages.
+        ("common_phrase", json!({ "pattern": "for example" })),
         (
             "rare_regex",
             json!({ "pattern": r"GREPBENCH-\w+-00\d\d", "regex": true }),

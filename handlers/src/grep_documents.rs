@@ -4,9 +4,11 @@
 //! backtracking, so no pattern can take exponential time). The text every
 //! match must contain becomes conditions that the trigram index on
 //! `documents.content` answers through `dp_document_candidates` (see
-//! prefilter.rs and migration 0008); the candidates it leaves are read under
-//! row-level security in path order, in batches bounded in count and bytes,
-//! and matched exactly in Rust off the async threads. Output is capped in lines and
+//! prefilter.rs and migration 0008). Documents are read under row-level
+//! security in path order, in batches bounded in count and bytes, and
+//! matched exactly in Rust off the async threads: first the scope's own
+//! documents in path order, then, once few of them match, only the index's
+//! candidates (see [`search`]). Output is capped in lines and
 //! characters, with a hint that says how to page or narrow.
 
 use std::collections::HashMap;
@@ -227,19 +229,11 @@ pub async fn run(
     }
 
     // Only ids and paths pass through the sort; contents are read per batch.
-    let mut declare: QueryBuilder<Postgres> = QueryBuilder::new(
-        "DECLARE grep_candidates NO SCROLL CURSOR FOR
-         SELECT d.id, d.path, d.name, octet_length(d.content)::bigint
-           FROM documents d
-          WHERE d.space_id = ANY(",
-    );
-    declare.push_bind(&spaces).push(")");
-    if let Some(source) = args.source_id {
-        declare.push(" AND d.source_id = ").push_bind(source);
-    }
-    if let Some(document) = args.document_id {
-        declare.push(" AND d.id = ").push_bind(document);
-    }
+    let scope = Bounds {
+        spaces,
+        source: args.source_id,
+        document: args.document_id,
+    };
     let mut candidates = Candidates {
         content: conditions,
         ..Candidates::default()
@@ -247,10 +241,17 @@ pub async fn run(
     if let Some(glob) = &glob {
         candidates.add_glob(glob);
     }
-    candidates.push_filter(&mut declare, &spaces);
-    declare.push(" ORDER BY d.path, d.id");
 
-    match search(&mut tx, declare, glob.as_ref(), &settings, &mut collector).await {
+    match search(
+        &mut tx,
+        &scope,
+        &candidates,
+        glob.as_ref(),
+        &settings,
+        &mut collector,
+    )
+    .await
+    {
         Ok(()) => {}
         // PostgreSQL gave up (statement_timeout): what was found so far
         // still comes back, with the hint to narrow.
@@ -272,11 +273,116 @@ enum SearchError {
     Worker(#[from] tokio::task::JoinError),
 }
 
-/// Opens the candidate cursor and matches what it yields, batch by batch,
-/// until everything is searched or the collector stops.
+/// Which documents a call covers, before any pattern condition.
+struct Bounds {
+    spaces: Vec<Uuid>,
+    source: Option<Uuid>,
+    document: Option<Uuid>,
+}
+
+/// What a query over [`Bounds`] selects besides id, path and name.
+#[derive(Clone, Copy)]
+enum Column {
+    /// The content's length in bytes (not detoasted).
+    Length,
+    Content,
+}
+
+impl Bounds {
+    /// The scope's documents in path order, `prefix` written before the
+    /// SELECT: all of them, or only the index's candidates, from just past
+    /// `after` when given.
+    fn query<'a>(
+        &'a self,
+        prefix: &str,
+        column: Column,
+        candidates: Option<&Candidates>,
+        after: Option<&(String, Uuid)>,
+    ) -> QueryBuilder<'a, Postgres> {
+        let column = match column {
+            Column::Length => "octet_length(d.content)::bigint".to_string(),
+            // Contents up to the batch's byte limit in path order (the
+            // first whatever its size); NULL past it.
+            Column::Content => format!(
+                "CASE WHEN sum(octet_length(d.content)) OVER (ORDER BY d.path, d.id) <= {CONTENT_BATCH_BYTES}
+                        OR row_number() OVER (ORDER BY d.path, d.id) = 1
+                      THEN d.content END"
+            ),
+        };
+        let mut query: QueryBuilder<Postgres> = QueryBuilder::new(format!(
+            "{prefix} SELECT d.id, d.path, d.name, {column} FROM documents d WHERE "
+        ));
+        // One space, the usual case, as an equality: then the index on
+        // (space_id, path, id) yields rows in path order without a sort.
+        match self.spaces.as_slice() {
+            [space] => query.push("d.space_id = ").push_bind(*space),
+            spaces => query
+                .push("d.space_id = ANY(")
+                .push_bind(spaces.to_vec())
+                .push(")"),
+        };
+        if let Some(source) = self.source {
+            query.push(" AND d.source_id = ").push_bind(source);
+        }
+        if let Some(document) = self.document {
+            query.push(" AND d.id = ").push_bind(document);
+        }
+        if let Some((path, id)) = after {
+            query
+                .push(" AND (d.path, d.id) > (")
+                .push_bind(path.clone())
+                .push(", ")
+                .push_bind(*id)
+                .push(")");
+        }
+        if let Some(candidates) = candidates {
+            candidates.push_filter(&mut query, &self.spaces);
+        }
+        query.push(" ORDER BY d.path, d.id");
+        query
+    }
+
+    /// Opens cursor `name` over [`Bounds::query`]'s rows (lengths, not
+    /// contents: contents are read per batch).
+    async fn declare(
+        &self,
+        tx: &mut ScopedTx,
+        name: &str,
+        candidates: Option<&Candidates>,
+        after: Option<&(String, Uuid)>,
+    ) -> Result<(), sqlx::Error> {
+        let prefix = format!("DECLARE {name} NO SCROLL CURSOR FOR");
+        self.query(&prefix, Column::Length, candidates, after)
+            .build()
+            .persistent(false)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Documents read in path order before the walk may hand over to the index.
+const WALK_PROBE_DOCS: u64 = 8;
+/// The walk goes on while at least one document in this many matches.
+const WALK_MIN_HIT_RATIO: u64 = 8;
+
+/// Matches the scope's documents in path order until everything is searched
+/// or the collector stops.
+///
+/// The trigram index answers a rare pattern in milliseconds, but its
+/// candidates come back only after PostgreSQL has re-checked every one of
+/// them (detoasting and regex-matching whole documents) and sorted them: for
+/// a phrase most documents hold, that is nearly the whole space, when the
+/// first page of lines would have come from the first few documents. So the
+/// search first reads the first [`WALK_PROBE_DOCS`] documents in path order
+/// (one query, contents included) and matches them here. While at least one
+/// in [`WALK_MIN_HIT_RATIO`] of the documents read matches, it walks on in
+/// path order; otherwise it goes on from the last document read with the
+/// index's candidates. Either way the lines come in the same order.
 async fn search(
     tx: &mut ScopedTx,
-    mut declare: QueryBuilder<'_, Postgres>,
+    scope: &Bounds,
+    candidates: &Candidates,
     glob: Option<&NameGlob>,
     settings: &Arc<Settings>,
     collector: &mut Collector,
@@ -286,20 +392,137 @@ async fn search(
         .bind(SEARCH_BUDGET.as_millis().to_string())
         .execute(&mut **tx)
         .await?;
-    declare.build().persistent(false).execute(&mut **tx).await?;
+    if candidates.content.is_empty() {
+        // Nothing for the index to look up in the content (the glob's
+        // conditions would only re-check paths): every document is read.
+        scope.declare(tx, "grep_walk", None, None).await?;
+        drain(tx, "grep_walk", glob, settings, collector, None).await?;
+        return Ok(());
+    }
+
+    let rows: Vec<(Uuid, String, String, Option<String>)> = scope
+        .query("", Column::Content, None, None)
+        .push(format!(" LIMIT {WALK_PROBE_DOCS}"))
+        .build_query_as()
+        .persistent(false)
+        .fetch_all(&mut **tx)
+        .await?;
+    // Rows whose content did not come (past the byte limit) are read by
+    // what follows, from just after the last one that did.
+    let fetched = rows.len() as u64;
+    let rows: Vec<_> = rows
+        .into_iter()
+        .map_while(|(id, path, name, content)| content.map(|c| (id, path, name, c)))
+        .collect();
+    let complete = fetched < WALK_PROBE_DOCS && rows.len() as u64 == fetched;
+    let Some(after) = rows.last().map(|(id, path, ..)| (path.clone(), *id)) else {
+        return Ok(());
+    };
+    let docs = rows
+        .into_iter()
+        .filter(|(_, path, name, _)| glob.is_none_or(|g| g.is_match(path, name)))
+        .map(|(id, path, name, content)| Doc {
+            id,
+            path,
+            name,
+            content,
+        })
+        .collect();
+    let mut probe = match_docs(collector, settings, docs).await?;
+    if collector.stop.is_some() || complete {
+        return Ok(());
+    }
+    let handover = if probe.hand_over() {
+        Some(after)
+    } else {
+        scope.declare(tx, "grep_walk", None, Some(&after)).await?;
+        let handover = drain(tx, "grep_walk", glob, settings, collector, Some(&mut probe)).await?;
+        if handover.is_some() {
+            sqlx::query("CLOSE grep_walk").execute(&mut **tx).await?;
+        }
+        handover
+    };
+    if let Some(after) = handover {
+        scope
+            .declare(tx, "grep_candidates", Some(candidates), Some(&after))
+            .await?;
+        drain(tx, "grep_candidates", glob, settings, collector, None).await?;
+    }
+    Ok(())
+}
+
+/// How the walk in path order is going: documents read and documents with
+/// at least one matching line.
+#[derive(Debug, Default, Clone, Copy)]
+struct Probe {
+    read: u64,
+    matched: u64,
+}
+
+impl Probe {
+    /// True once the walk has read enough to judge and few documents match.
+    fn hand_over(&self) -> bool {
+        self.read >= WALK_PROBE_DOCS && self.matched * WALK_MIN_HIT_RATIO < self.read
+    }
+}
+
+/// Matches documents in order off the async threads, feeding the collector
+/// until it stops; says how many were read and how many matched.
+async fn match_docs(
+    collector: &mut Collector,
+    settings: &Arc<Settings>,
+    docs: Vec<Doc>,
+) -> Result<Probe, SearchError> {
+    let settings = settings.clone();
+    let mut working = std::mem::take(collector);
+    let (done, probe) = tokio::task::spawn_blocking(move || {
+        let mut probe = Probe::default();
+        for doc in &docs {
+            if working.stop.is_some() {
+                break;
+            }
+            if Instant::now() > settings.deadline {
+                working.stop = Some(Stop::Time);
+                break;
+            }
+            working.documents_searched += 1;
+            let seen = working.seen;
+            scan(doc, &settings, &mut working);
+            probe.read += 1;
+            probe.matched += u64::from(working.seen > seen);
+        }
+        (working, probe)
+    })
+    .await?;
+    *collector = done;
+    Ok(probe)
+}
+
+/// Fetches the cursor's rows and matches their documents, batch by batch,
+/// until the cursor ends or the collector stops: `None`. With a probe, stops
+/// early when [`Probe::hand_over`] says so and returns the (path, id) of the
+/// last document read, for the index to go on after.
+async fn drain(
+    tx: &mut ScopedTx,
+    cursor: &str,
+    glob: Option<&NameGlob>,
+    settings: &Arc<Settings>,
+    collector: &mut Collector,
+    mut probe: Option<&mut Probe>,
+) -> Result<Option<(String, Uuid)>, SearchError> {
+    let fetch = format!("FETCH {CURSOR_BATCH} FROM {cursor}");
     loop {
         let rows: Vec<(Uuid, String, String, i64)> =
-            sqlx::query_as(&format!("FETCH {CURSOR_BATCH} FROM grep_candidates"))
-                .fetch_all(&mut **tx)
-                .await?;
+            sqlx::query_as(&fetch).fetch_all(&mut **tx).await?;
         if rows.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let rows: Vec<_> = rows
             .into_iter()
             .filter(|(_, path, name, _)| glob.is_none_or(|g| g.is_match(path, name)))
             .collect();
         for batch in content_batches(rows) {
+            let last = batch.last().map(|(id, path, ..)| (path.clone(), *id));
             let ids: Vec<Uuid> = batch.iter().map(|(id, ..)| *id).collect();
             let mut contents: HashMap<Uuid, String> =
                 sqlx::query_as("SELECT id, content FROM documents WHERE id = ANY($1)")
@@ -319,25 +542,16 @@ async fn search(
                     })
                 })
                 .collect();
-            let settings = settings.clone();
-            let mut working = std::mem::take(collector);
-            *collector = tokio::task::spawn_blocking(move || {
-                for doc in &docs {
-                    if working.stop.is_some() {
-                        break;
-                    }
-                    if Instant::now() > settings.deadline {
-                        working.stop = Some(Stop::Time);
-                        break;
-                    }
-                    working.documents_searched += 1;
-                    scan(doc, &settings, &mut working);
-                }
-                working
-            })
-            .await?;
+            let read = match_docs(collector, settings, docs).await?;
             if collector.stop.is_some() {
-                return Ok(());
+                return Ok(None);
+            }
+            if let Some(probe) = probe.as_deref_mut() {
+                probe.read += read.read;
+                probe.matched += read.matched;
+                if probe.hand_over() {
+                    return Ok(last);
+                }
             }
         }
     }

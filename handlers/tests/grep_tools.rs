@@ -923,3 +923,94 @@ async fn the_index_never_loses_a_match() {
         assert!(!expected.is_empty(), "{pattern} should match something");
     }
 }
+
+/// grep first reads documents in path order and hands over to the trigram
+/// index when few of them match; the lines must be the same either way, in
+/// path order, and paging must neither skip nor repeat a line across the
+/// hand-over.
+#[tokio::test]
+async fn grep_walks_then_hands_over_to_the_index_without_losing_or_repeating_lines() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    for i in 0..90 {
+        let mut text = format!("bulk document {i}\nan everyday phrase sits here\n");
+        if i % 10 == 7 {
+            text.push_str(&format!("filler\nthe zqx marker {i} is rare\n"));
+        }
+        add_document(
+            &w,
+            w.alpha,
+            w.alpha_source,
+            &format!("bulk/doc-{i:03}.txt"),
+            &text,
+        )
+        .await;
+    }
+    let rare: Vec<Hit> = (0..90)
+        .filter(|i| i % 10 == 7)
+        .map(|i| hit(&format!("bulk/doc-{i:03}.txt"), 4, &["zqx marker"]))
+        .collect();
+
+    // Sparse matches: the walk reads a batch, finds few, and the index goes
+    // on from the last document read.
+    let (hits, data) = grep(
+        &w,
+        &alice,
+        json!({ "pattern": "ZQX marker", "context_lines": 0, "max_results": 500 }),
+    )
+    .await;
+    assert_eq!(hits, rare, "{data}");
+    assert!(data.get("more").is_none(), "{data}");
+    assert!(
+        data["documents_searched"].as_u64().unwrap() < 60,
+        "the index should have skipped most documents: {data}"
+    );
+
+    // Paging two lines at a time crosses the hand-over on every page size.
+    let mut paged = Vec::new();
+    let mut skip = 0;
+    loop {
+        let (hits, data) = grep(
+            &w,
+            &alice,
+            json!({ "pattern": "zqx marker", "context_lines": 0, "max_results": 2, "skip": skip }),
+        )
+        .await;
+        paged.extend(hits);
+        match data.get("more") {
+            Some(more) => skip = more["skip"].as_u64().unwrap(),
+            None => break,
+        }
+    }
+    assert_eq!(paged, rare);
+
+    // A phrase every bulk document holds: the first page comes from the
+    // first documents in path order, and the next page goes on from there.
+    let (first, data) = grep(
+        &w,
+        &alice,
+        json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 5 }),
+    )
+    .await;
+    let expected = |range: std::ops::Range<usize>| -> Vec<Hit> {
+        range
+            .map(|i| hit(&format!("bulk/doc-{i:03}.txt"), 2, &["everyday phrase"]))
+            .collect()
+    };
+    assert_eq!(first, expected(0..5), "{data}");
+    assert_eq!(data["more"]["skip"], 5, "{data}");
+    let (next, _) = grep(
+        &w,
+        &alice,
+        json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 5, "skip": 5 }),
+    )
+    .await;
+    assert_eq!(next, expected(5..10));
+    let (all, data) = grep(
+        &w,
+        &alice,
+        json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 500, "path_glob": "bulk/**" }),
+    )
+    .await;
+    assert_eq!(all, expected(0..90), "{data}");
+}
