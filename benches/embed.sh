@@ -2,6 +2,9 @@
 # Embedding throughput: our local engine (own BERT pass) against PyTorch
 # sentence-transformers on the same model, machine and texts. Prints
 # sentences/s and tokens/s for both and the ratio ours/pytorch.
+# Query latency: one ten-word search query embedded alone, ours against ONNX
+# Runtime running the same model (benches/embed_onnx.py builds the graph),
+# p50/p99 and the ratio ours/onnxruntime.
 # EMBED_SWEEP=1 also times other batch sizes and thread counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +12,7 @@ cd "$(dirname "$0")/.."
 MODEL_DIR="${DATA_PLANE_MODEL_DIR:-.data/model/all-MiniLM-L6-v2}"
 CORPUS="${DEMO_CORPUS:-.data/corpus/demo}"
 VENV=.data/bench-venv
+ONNX_VENV=.data/bench-onnx-venv
 TEXTS=.data/bench/embed_texts.json
 THREADS="${EMBED_BENCH_THREADS:-2}"
 
@@ -39,8 +43,23 @@ cargo build --release -q -p data-plane-embed --example bench_embed
 
 sweep=()
 [[ "${EMBED_SWEEP:-0}" == 1 ]] && sweep=(--sweep)
-ours=$(RAYON_NUM_THREADS="$THREADS" ./target/release/examples/bench_embed "$MODEL_DIR" "$TEXTS" "${sweep[@]}")
+ours=$(RAYON_NUM_THREADS="$THREADS" ./target/release/examples/bench_embed "$MODEL_DIR" "$TEXTS" \
+    --query-vector .data/bench/query_vector.json "${sweep[@]}")
 echo "$ours"
+
+# ONNX Runtime from PyPI in a small venv of its own (no PyTorch needed).
+if ! "$ONNX_VENV/bin/python" -c 'import onnx, onnxruntime, safetensors, tokenizers' 2>/dev/null; then
+    echo "setting up $ONNX_VENV with onnxruntime from PyPI (once)" >&2
+    python3 -m venv "$ONNX_VENV"
+    "$ONNX_VENV/bin/pip" install --quiet --disable-pip-version-check onnx onnxruntime numpy safetensors tokenizers
+fi
+query=$(sed -n 's/^pub const QUERY: &str = "\(.*\)";$/\1/p' crates/embed/examples/bench_embed.rs)
+onnx=$("$ONNX_VENV/bin/python" benches/embed_onnx.py --model "$MODEL_DIR" --query "$query" \
+    --ours .data/bench/query_vector.json --threads "$THREADS")
+echo "$onnx"
+ours_query=$(awk '$1 == "embed.local.query_p50_ms" {print $2}' <<<"$ours")
+onnx_query=$(awk '$1 == "embed.onnxruntime.query_p50_ms" {print $2}' <<<"$onnx")
+awk -v a="$ours_query" -v b="$onnx_query" 'BEGIN {printf "embed.query_p50_ratio_local_over_onnxruntime %.2f\n", a / b}'
 theirs=$("$VENV/bin/python" benches/embed_pytorch.py bench \
     --model "$MODEL_DIR" --texts "$TEXTS" --threads "$THREADS" 2>/dev/null)
 echo "$theirs"

@@ -1,10 +1,12 @@
-//! Embedding throughput of the local engine: prints one `name value` line per
-//! figure. `benches/embed.sh` runs it next to PyTorch sentence-transformers.
+//! Embedding throughput of the local engine, and the latency of one search
+//! query embedded alone: prints one `name value` line per figure. `benches/embed.sh` runs it next to PyTorch sentence-transformers.
 //!
-//! Usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep]
+//! Usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep] [--query-vector OUT_JSON]
 //! TEXTS_JSON is a JSON array of strings. `--sweep` also times other batch
 //! sizes and thread counts on the first 100 texts, once each, for
 //! docs/embeddings.md, with all texts in one call and with one call per batch.
+//! `--query-vector` writes the query's vector, for the ONNX Runtime side to
+//! check that it computes the same function.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -63,6 +65,33 @@ fn time(
     Ok(best)
 }
 
+/// The argument after `flag`, when present.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let at = args.iter().position(|a| a == flag)?;
+    args.get(at + 1).map(String::as_str)
+}
+
+/// A search query of ten words, as search_documents embeds one.
+pub const QUERY: &str = "how do I reclaim disk space taken by dead table rows";
+const QUERY_RUNS: usize = 300;
+
+/// p50 and p99 in milliseconds of embedding [`QUERY`] alone, tokenising
+/// included, after a few warm-up calls.
+fn query_latency(embedder: &LocalEmbedder) -> Result<(f64, f64), EmbedError> {
+    let query = [QUERY.to_owned()];
+    for _ in 0..20 {
+        embedder.embed_blocking(&query)?;
+    }
+    let mut ms = Vec::with_capacity(QUERY_RUNS);
+    for _ in 0..QUERY_RUNS {
+        let start = Instant::now();
+        embedder.embed_blocking(&query)?;
+        ms.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok((ms[ms.len() / 2], ms[ms.len() * 99 / 100]))
+}
+
 fn report(prefix: &str, texts: usize, tokens: usize, seconds: f64) {
     println!("{prefix}.seconds {seconds:.3}");
     println!("{prefix}.sentences_per_s {:.1}", texts as f64 / seconds);
@@ -72,7 +101,9 @@ fn report(prefix: &str, texts: usize, tokens: usize, seconds: f64) {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(model_dir), Some(texts_path)) = (args.get(1), args.get(2)) else {
-        return Err("usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep]".into());
+        return Err(
+            "usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep] [--query-vector OUT_JSON]".into(),
+        );
     };
     let sweep = args.iter().any(|a| a == "--sweep");
     let model_dir = PathBuf::from(model_dir);
@@ -92,6 +123,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("embed.local.batch_size {default_batch}");
     let seconds = time(&embedder, &texts, default_batch, true, REPEATS)?;
     report("embed.local", texts.len(), tokens, seconds);
+    if let Some(out) = flag_value(&args, "--query-vector") {
+        let vector = embedder.embed_blocking(&[QUERY.to_owned()])?;
+        std::fs::write(out, serde_json::to_string(&vector[0])?)?;
+    }
+    let (p50, p99) = query_latency(&embedder)?;
+    println!("embed.local.query_p50_ms {p50:.2}");
+    println!("embed.local.query_p99_ms {p99:.2}");
 
     if sweep {
         let texts = &texts[..SWEEP_TEXTS.min(texts.len())];

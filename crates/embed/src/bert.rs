@@ -20,6 +20,9 @@ use crate::kernels;
 /// tokens/s. 256 also leaves a few blocks per batch of 16 texts for each thread.
 const ROW_BLOCK: usize = 256;
 
+/// Output columns a thread's share of a small product is rounded up to.
+const COLUMN_ALIGN: usize = 16;
+
 /// The fields of a Hugging Face BERT `config.json` that the forward pass needs.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Config {
@@ -163,9 +166,32 @@ impl Dense {
 
     /// `out ← input · Wᵀ + b`; the bias is written first and the product
     /// accumulated onto it, saving a pass.
+    ///
+    /// A block of fewer than [`ROW_BLOCK`] rows (a search query, the tail of
+    /// a batch) is the only work of its task, so its output columns are
+    /// shared out over the pool instead: each thread reads and packs only
+    /// its own columns of the weight. At 16 rows most of the product's time
+    /// is that reading, which is why a single query otherwise leaves every
+    /// core but one idle.
     fn forward(&self, input: &ArrayView2<f32>, mut out: ArrayViewMut2<f32>) {
-        out.assign(&self.bias);
-        general_mat_mul(1.0, input, &self.weight_t, 1.0, &mut out);
+        let threads = rayon::current_num_threads();
+        if input.nrows() >= ROW_BLOCK || threads < 2 {
+            out.assign(&self.bias);
+            general_mat_mul(1.0, input, &self.weight_t, 1.0, &mut out);
+            return;
+        }
+        // Whole kernel panels (8 or 16 columns wide) per thread.
+        let width = out.ncols().div_ceil(threads).next_multiple_of(COLUMN_ALIGN);
+        let parts: Vec<_> = out
+            .axis_chunks_iter_mut(Axis(1), width)
+            .enumerate()
+            .collect();
+        parts.into_par_iter().for_each(|(i, mut part)| {
+            let columns = Slice::from(i * width..i * width + part.ncols());
+            part.assign(&self.bias.slice_axis(Axis(0), columns));
+            let weight = self.weight_t.slice_axis(Axis(1), columns);
+            general_mat_mul(1.0, input, &weight, 1.0, &mut part);
+        });
     }
 }
 
