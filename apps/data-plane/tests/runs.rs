@@ -966,20 +966,7 @@ async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() 
             .unwrap(),
     );
     let other = format!("http://{addr}");
-    let ready = async {
-        loop {
-            if reqwest::get(format!("{other}/healthz"))
-                .await
-                .is_ok_and(|r| r.status().is_success())
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(120), ready)
-        .await
-        .expect("the second process serves");
+    common::wait_ready(&other).await;
 
     w.settings(&base, json!({"approvals": {"tools": ["document_info"]}}))
         .await;

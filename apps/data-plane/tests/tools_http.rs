@@ -930,3 +930,87 @@ async fn health_metrics_and_the_openapi_document() {
         );
     }
 }
+
+/// A change made through one process is what a second `data-plane serve`
+/// process answers with on its very next request, every time: settings are
+/// read per request, and a membership (cached per process, dropped by
+/// PostgreSQL's notifications) never lets a removed member read.
+#[tokio::test]
+async fn a_second_process_answers_every_change_on_its_next_request() {
+    let w = world().await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let addr = data_plane_testkit::unused_addr();
+    let _other = common::KillOnDrop(
+        common::server_process(&w.test, data_dir.path(), addr)
+            .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
+            .spawn()
+            .unwrap(),
+    );
+    let other = format!("http://{addr}");
+    common::wait_ready(&other).await;
+
+    let settings = format!("{}/v1/admin/settings", w.base);
+    for round in 0..12 {
+        let enabled = round % 2 == 0;
+        // The other process has just read (and cached) the settings.
+        let (status, tools) = list_tools(&other, &w.alice(), None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(names(&tools).iter().any(|n| n == "web_search"), !enabled);
+        let r = client()
+            .put(&settings)
+            .bearer_auth(w.admin())
+            .json(&json!({ "web_search_enabled": enabled }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let (_, tools) = list_tools(&other, &w.alice(), None).await;
+        assert_eq!(
+            names(&tools).iter().any(|n| n == "web_search"),
+            enabled,
+            "round {round}: the other process answered with the old settings"
+        );
+    }
+
+    // A membership removed in the database is gone on the other process's
+    // next request, though it had just answered from its copy: refused
+    // outright once the notification is in, and never answered with the
+    // document in between (the tool reads under row-level security).
+    let info = |base: String| {
+        let token = w.alice();
+        let body = json!({ "args": { "document_id": w.doc }, "spaceId": w.alpha });
+        async move {
+            json_of(
+                client()
+                    .post(format!("{base}/v1/tools/document_info/execute"))
+                    .bearer_auth(token)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let (status, body) = info(other.clone()).await;
+    assert_eq!(
+        (status, &body["success"]),
+        (StatusCode::OK, &json!(true)),
+        "{body}"
+    );
+    sqlx::query("DELETE FROM memberships WHERE user_id = $1 AND space_id = $2")
+        .bind(w.alice)
+        .bind(w.alpha)
+        .execute(&w.test.owner)
+        .await
+        .unwrap();
+    for base in [&other, &w.base] {
+        let (status, body) = info(base.clone()).await;
+        assert!(
+            status == StatusCode::NOT_FOUND
+                || (status == StatusCode::OK && body["success"] == false),
+            "{status} {body}"
+        );
+        assert!(!body.to_string().contains("vacuum"), "{body}");
+    }
+}

@@ -9,6 +9,9 @@ use uuid::Uuid;
 
 use crate::StoreError;
 
+/// A pooled connection idle at least this long is pinged before use.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
+
 /// Whom a transaction acts for. Row-level security decides what it sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -36,6 +39,20 @@ impl Db {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
+            // sqlx pings every connection it hands out by default: a round
+            // trip before each transaction, as many as a one-row tool's own
+            // work. A connection that was in use moments ago is live; one
+            // idle for a while (a restart, a dropped socket) is still
+            // checked before use.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_AFTER_IDLE {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             // JIT compilation costs up to a second on the large plans of tree
             // and search queries that run in milliseconds; nothing here
             // runs long enough to repay it.

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::ApiError;
-use super::tools::{SERVICE_PROFILE, check_space, context, with_profile};
+use super::tools::{SERVICE_PROFILE, context, require_member, with_profile};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -141,7 +141,7 @@ impl McpServer {
             })?),
         };
         if let Some(space_id) = space_id {
-            check_space(&self.state, &caller, space_id)
+            require_member(&self.state, &caller, space_id)
                 .await
                 .map_err(refused)?;
         }

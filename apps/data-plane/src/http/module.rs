@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::ApiError;
 use super::extract::Json;
-use super::tools::{SERVICE_PROFILE, check_space, context, with_profile};
+use super::tools::{SERVICE_PROFILE, context, require_member, with_profile};
 use crate::auth::{Caller, Service, user_for_service};
 use crate::state::AppState;
 
@@ -72,7 +72,7 @@ pub async fn execute(
     // A space the user is not a member of (or one that does not exist) is
     // refused before anything runs, with the same answer either way.
     if let Some(space) = body.space_id {
-        check_space(&state, &caller, space).await?;
+        require_member(&state, &caller, space).await?;
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;

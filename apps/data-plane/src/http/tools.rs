@@ -67,6 +67,31 @@ pub fn with_profile(
         .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
 }
 
+/// Refuses a space the caller cannot read, with the same answer as a
+/// missing one. Answered from the caller's cached identity (a space missing
+/// from it is looked up afresh first, so a membership just granted on
+/// another replica counts at once); the tools read under row-level security
+/// all the same.
+pub async fn require_member(
+    state: &AppState,
+    caller: &Caller,
+    space_id: Uuid,
+) -> Result<(), ApiError> {
+    let member = |identity: Option<Arc<crate::access::Identity>>| {
+        identity.is_some_and(|i| i.roles.contains_key(&space_id))
+    };
+    if member(state.identities.get(caller.user_id).await?) {
+        return Ok(());
+    }
+    state.identities.forget(caller.user_id);
+    if member(state.identities.get(caller.user_id).await?) {
+        return Ok(());
+    }
+    Err(ApiError::not_found(format!(
+        "no space {space_id} among the caller's spaces"
+    )))
+}
+
 /// The space, or a refusal when the caller cannot read it, with the same
 /// answer as a missing one.
 pub async fn check_space(
@@ -99,7 +124,7 @@ pub async fn list(
     Query(q): Query<ToolsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     if let Some(space) = q.space_id {
-        check_space(&state, &caller, space).await?;
+        require_member(&state, &caller, space).await?;
     }
     let agent = q.agent.as_deref().unwrap_or(SERVICE_PROFILE);
     let ctx = context(&state, &caller, q.space_id, &headers).await?;
@@ -131,7 +156,7 @@ pub async fn execute(
     Json(body): Json<ExecuteBody>,
 ) -> Result<Response, ApiError> {
     if let Some(space) = body.space_id {
-        check_space(&state, &caller, space).await?;
+        require_member(&state, &caller, space).await?;
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;

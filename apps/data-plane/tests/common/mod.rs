@@ -159,6 +159,24 @@ pub fn server_process(
     command
 }
 
+/// Waits until the server at `base` answers `/healthz`, two minutes at most.
+pub async fn wait_ready(base: &str) {
+    let ready = async {
+        loop {
+            if reqwest::get(format!("{base}/healthz"))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), ready)
+        .await
+        .unwrap_or_else(|_| panic!("the server at {base} did not answer /healthz in 2 minutes"));
+}
+
 /// A child process killed (and reaped) when the test lets go of it.
 pub struct KillOnDrop(pub std::process::Child);
 

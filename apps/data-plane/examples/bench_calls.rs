@@ -1,0 +1,276 @@
+//! The cheapest tool call over HTTP against its floor: document_info through
+//! `POST /v1/tools/document_info/execute`, next to a route on the same
+//! server that authenticates the same way and runs one trivial PostgreSQL
+//! query (`SELECT 1` through the same pool), and `/healthz` (no
+//! authentication, no database). The real router on 127.0.0.1 over a real
+//! test database, TCP_NODELAY as `data-plane serve` sets it, a pool of the
+//! server's default size; `wrk` drives each route with 1 connection
+//! (latency) and 64 (throughput), sharing the machine's cores.
+//!
+//! Prints one `name value` line per figure, and each figure as a ratio to
+//! the trivial-query route measured in the same run.
+//!
+//! `benches/calls.sh` (or `cargo run --release -p data-plane --example
+//! bench_calls -- [SECONDS]`), after `make setup`; needs `wrk` on PATH.
+// A benchmark fails loudly: there is no caller to hand an error to.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use data_plane::auth::{Caller, JwtKeys, ServiceTokens};
+use data_plane::state::AppState;
+use data_plane_search::KeywordIndex;
+use data_plane_store::content::{self, NewDocument, SourceKind, WriteOutcome};
+use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::testing::TestDatabase;
+use data_plane_store::{Db, Scope};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+/// The pool size `data-plane serve` opens by default (DATA_PLANE_DB_POOL).
+const POOL: u32 = 32;
+
+/// The floor: the same authentication as a tool call, then `SELECT 1`.
+async fn trivial(State(state): State<AppState>, caller: Caller) -> String {
+    sqlx::query("SELECT 1")
+        .execute(state.db.pool())
+        .await
+        .unwrap();
+    caller.user_id.to_string()
+}
+
+struct Figures {
+    p50_ms: f64,
+    p99_ms: f64,
+    rps: f64,
+}
+
+/// Runs wrk against `url` and reads the figures its Lua `done` prints.
+fn wrk(url: &str, script: &std::path::Path, connections: u32, seconds: u64) -> Figures {
+    let threads = if connections < 2 { 1 } else { 2 };
+    let out = std::process::Command::new("wrk")
+        .args([
+            format!("-t{threads}"),
+            format!("-c{connections}"),
+            format!("-d{seconds}s"),
+            "-s".into(),
+            script.display().to_string(),
+            url.into(),
+        ])
+        .output()
+        .expect("wrk runs (benches/calls.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("wrk printed no result: {text}"));
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(v[3], 0.0, "{url}: {} requests failed or were not 200", v[3]);
+    Figures {
+        p50_ms: v[0],
+        p99_ms: v[1],
+        rps: v[2],
+    }
+}
+
+/// A wrk script sending `method` with the headers and body, and printing
+/// p50, p99, requests/s and failures (non-2xx included) in one line.
+fn script(
+    dir: &std::path::Path,
+    name: &str,
+    method: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> std::path::PathBuf {
+    let mut lua = format!("wrk.method = '{method}'\n");
+    if let Some(token) = token {
+        lua.push_str(&format!(
+            "wrk.headers['Authorization'] = 'Bearer {token}'\n"
+        ));
+    }
+    if let Some(body) = body {
+        lua.push_str("wrk.headers['Content-Type'] = 'application/json'\n");
+        lua.push_str(&format!("wrk.body = [==[{body}]==]\n"));
+    }
+    lua.push_str(
+        r#"local failed = 0
+response = function(status, headers, body)
+  if status ~= 200 or string.find(body, '"success":false', 1, true) then failed = failed + 1 end
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %.3f %.3f %.1f %d\n",
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    summary.requests / (summary.duration / 1e6),
+    e.connect + e.read + e.write + e.status + e.timeout + failed))
+end
+"#,
+    );
+    let path = dir.join(format!("{name}.lua"));
+    std::fs::write(&path, lua).unwrap();
+    path
+}
+
+#[tokio::main]
+async fn main() {
+    let seconds: u64 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("SECONDS is a number"))
+        .unwrap_or(8);
+    let test = TestDatabase::create().await;
+    let pool = std::env::var("BENCH_POOL")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(POOL);
+    // BENCH_SSLMODE=disable compares against TLS to PostgreSQL (sqlx's
+    // default, `prefer`, negotiates it when the server offers it).
+    let url = match std::env::var("BENCH_SSLMODE") {
+        Ok(mode) => format!("{}?sslmode={mode}", test.app_url),
+        Err(_) => test.app_url.clone(),
+    };
+    let db = Db::connect(&url, pool).await.unwrap();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, "bench@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    let (space, _) = identity::ensure_space(&mut tx, "bench").await.unwrap();
+    identity::add_member(&mut tx, space.id, user, MembershipRole::Editor)
+        .await
+        .unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    let text = "A short note.\nIt has two lines.\n";
+    let outcome = content::write_document(
+        &mut tx,
+        &NewDocument {
+            space_id: space.id,
+            source_id: source.id,
+            path: "notes/short.txt".into(),
+            mime: "text/plain".into(),
+            size_bytes: text.len() as i64,
+            content_hash: "bench-short".into(),
+            title: Some("A short note".into()),
+            language: Some("en".into()),
+            content: text.into(),
+            metadata: json!({}),
+            chunks: vec![],
+            tables: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let (WriteOutcome::Created(document)
+    | WriteOutcome::Replaced(document)
+    | WriteOutcome::Unchanged(document)) = outcome;
+
+    let jwt = JwtKeys::new(b"bench-secret-bench-secret-bench-secret!");
+    let state = AppState::new(
+        db,
+        KeywordIndex::in_memory().unwrap(),
+        data_plane_testkit::embedder(),
+        jwt.clone(),
+        ServiceTokens::parse("").unwrap(),
+        Arc::new(data_plane_web::fetch::Fetcher::new(
+            data_plane_web::fetch::FetchConfig::default(),
+        )),
+        Default::default(),
+    )
+    .unwrap();
+    let token = jwt
+        .issue(
+            user,
+            "bench@example.com",
+            Permission::User,
+            Duration::from_secs(3600),
+        )
+        .unwrap();
+    let app = data_plane::http::app(state.clone()).merge(
+        axum::Router::new()
+            .route("/bench/trivial", get(trivial))
+            .with_state(state),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let body = json!({ "args": { "document_id": document }, "spaceId": space.id }).to_string();
+    let routes = [
+        (
+            "healthz",
+            format!("{base}/healthz"),
+            script(dir.path(), "healthz", "GET", None, None),
+        ),
+        (
+            "trivial_query",
+            format!("{base}/bench/trivial"),
+            script(dir.path(), "trivial", "GET", Some(&token), None),
+        ),
+        (
+            "document_info",
+            format!("{base}/v1/tools/document_info/execute"),
+            script(
+                dir.path(),
+                "document_info",
+                "POST",
+                Some(&token),
+                Some(&body),
+            ),
+        ),
+    ];
+    // BENCH_ONLY="document_info" runs that route alone (for a profile).
+    let only = std::env::var("BENCH_ONLY").ok();
+    let mut figures = Vec::new();
+    for connections in [1, 64] {
+        for (name, url, script) in &routes {
+            if only
+                .as_deref()
+                .is_some_and(|o| !o.split(' ').any(|n| n == *name))
+            {
+                continue;
+            }
+            // wrk blocks; the server keeps running on the runtime's threads.
+            let (url, script) = (url.clone(), script.clone());
+            let f = tokio::task::spawn_blocking(move || wrk(&url, &script, connections, seconds))
+                .await
+                .unwrap();
+            println!(
+                "calls.{name}.c{connections} p50_ms {:.3} p99_ms {:.3} rps {:.0}",
+                f.p50_ms, f.p99_ms, f.rps
+            );
+            figures.push((*name, connections, f));
+        }
+    }
+    let floor = |c: u32| {
+        figures
+            .iter()
+            .find(|(n, conns, _)| *n == "trivial_query" && *conns == c)
+            .map(|(_, _, f)| (f.p50_ms, f.rps))
+            .unwrap()
+    };
+    for (name, connections, f) in &figures {
+        if only.is_some() {
+            break;
+        }
+        let (p50, rps) = floor(*connections);
+        println!(
+            "calls.{name}.c{connections}.ratio_to_trivial_query p50 {:.2} rps {:.2}",
+            f.p50_ms / p50,
+            f.rps / rps
+        );
+    }
+    test.destroy().await.unwrap();
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The cheapest tool call over HTTP (document_info) against a route that
+# authenticates the same way and runs `SELECT 1`, and /healthz: the real
+# router on 127.0.0.1 over a test database, driven by wrk at 1 and 64
+# connections. Prints p50/p99/requests per second and each as a ratio to the
+# trivial-query route of the same run. BENCH_SECONDS sets each run's length.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
+if ! command -v wrk >/dev/null; then
+    echo "installing wrk (Debian package) for the load" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends wrk >/dev/null
+fi
+cargo build --release -q -p data-plane --example bench_calls
+RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/examples/bench_calls" "${BENCH_SECONDS:-8}"
