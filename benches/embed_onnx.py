@@ -106,7 +106,7 @@ def build_graph(model_dir: pathlib.Path) -> onnx.ModelProto:
         x = norm(op("Add", [out, x]), f"{p}.output.LayerNorm")
 
     pooled = op("ReduceMean", [x, const(np.array([0], dtype=np.int64))], keepdims=0)
-    vector = op("LpNormalization", [op("Unsqueeze", [pooled, const(np.array([0], dtype=np.int64))])], p=2, axis=-1)
+    op("LpNormalization", [op("Unsqueeze", [pooled, const(np.array([0], dtype=np.int64))])], p=2, axis=-1)
     nodes[-1].output[0] = "embedding"
     graph = helper.make_graph(
         nodes,
@@ -118,7 +118,7 @@ def build_graph(model_dir: pathlib.Path) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    return model, vector
+    return model
 
 
 def main():
@@ -130,7 +130,7 @@ def main():
     parser.add_argument("--runs", type=int, default=300)
     args = parser.parse_args()
 
-    model, _ = build_graph(args.model)
+    model = build_graph(args.model)
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.inter_op_num_threads = 1
