@@ -280,37 +280,19 @@ struct Bounds {
     document: Option<Uuid>,
 }
 
-/// What a query over [`Bounds`] selects besides id, path and name.
-#[derive(Clone, Copy)]
-enum Column {
-    /// The content's length in bytes (not detoasted).
-    Length,
-    Content,
-}
-
 impl Bounds {
-    /// The scope's documents in path order, `prefix` written before the
-    /// SELECT: all of them, or only the index's candidates, from just past
-    /// `after` when given.
+    /// Id, path, name and content length of the scope's documents in path
+    /// order, `prefix` written before the SELECT: all of them, or only the
+    /// index's candidates, from just past `after` when given.
     fn query<'a>(
         &'a self,
         prefix: &str,
-        column: Column,
         candidates: Option<&Candidates>,
         after: Option<&(String, Uuid)>,
     ) -> QueryBuilder<'a, Postgres> {
-        let column = match column {
-            Column::Length => "octet_length(d.content)::bigint".to_string(),
-            // Contents up to the batch's byte limit in path order (the
-            // first whatever its size); NULL past it.
-            Column::Content => format!(
-                "CASE WHEN sum(octet_length(d.content)) OVER (ORDER BY d.path, d.id) <= {CONTENT_BATCH_BYTES}
-                        OR row_number() OVER (ORDER BY d.path, d.id) = 1
-                      THEN d.content END"
-            ),
-        };
         let mut query: QueryBuilder<Postgres> = QueryBuilder::new(format!(
-            "{prefix} SELECT d.id, d.path, d.name, {column} FROM documents d WHERE "
+            "{prefix} SELECT d.id, d.path, d.name, octet_length(d.content)::bigint
+               FROM documents d WHERE "
         ));
         // One space, the usual case, as an equality: then the index on
         // (space_id, path, id) yields rows in path order without a sort.
@@ -352,7 +334,7 @@ impl Bounds {
         after: Option<&(String, Uuid)>,
     ) -> Result<(), sqlx::Error> {
         let prefix = format!("DECLARE {name} NO SCROLL CURSOR FOR");
-        self.query(&prefix, Column::Length, candidates, after)
+        self.query(&prefix, candidates, after)
             .build()
             .persistent(false)
             .execute(&mut **tx)
@@ -400,9 +382,27 @@ async fn search(
         return Ok(());
     }
 
+    // The first documents' ids, paths and lengths (a top-N of narrow rows
+    // even where no index gives the order), then their contents up to the
+    // batch's byte limit in path order (the first whatever its size), NULL
+    // past it.
     let rows: Vec<(Uuid, String, String, Option<String>)> = scope
-        .query("", Column::Content, None, None)
-        .push(format!(" LIMIT {WALK_PROBE_DOCS}"))
+        .query(
+            &format!(
+                "SELECT p.id, p.path, p.name,
+                        CASE WHEN sum(p.len) OVER (ORDER BY p.path, p.id) <= {CONTENT_BATCH_BYTES}
+                               OR row_number() OVER (ORDER BY p.path, p.id) = 1
+                             THEN d.content END
+                   FROM ("
+            ),
+            None,
+            None,
+        )
+        .push(format!(
+            " LIMIT {WALK_PROBE_DOCS}) AS p (id, path, name, len)
+              JOIN documents d ON d.id = p.id
+             ORDER BY p.path, p.id"
+        ))
         .build_query_as()
         .persistent(false)
         .fetch_all(&mut **tx)

@@ -827,6 +827,19 @@ async fn the_candidate_lookup_keeps_to_readable_spaces_in_large_spaces_too() {
 async fn the_index_never_loses_a_match() {
     let w = World::new().await;
     let alice = w.ctx(w.alice, Some(w.alpha));
+    // Documents first in path order that no pattern matches: grep reads
+    // them first, finds nothing, and asks the index for the rest, so every
+    // pattern's index conditions are tried.
+    for i in 0..12 {
+        add_document(
+            &w,
+            w.alpha,
+            w.alpha_source,
+            &format!("0000-filler/fill-{i:02}.txt"),
+            "xq zv\nqv xz\n",
+        )
+        .await;
+    }
     add_document(
         &w,
         w.alpha,
@@ -925,17 +938,25 @@ async fn the_index_never_loses_a_match() {
 }
 
 /// grep first reads documents in path order and hands over to the trigram
-/// index when few of them match; the lines must be the same either way, in
-/// path order, and paging must neither skip nor repeat a line across the
-/// hand-over.
+/// index when few of them match, straight after its first read or later in
+/// the walk; the lines must be the same either way, in path order, and
+/// paging must neither skip nor repeat a line across the hand-over.
 #[tokio::test]
 async fn grep_walks_then_hands_over_to_the_index_without_losing_or_repeating_lines() {
     let w = World::new().await;
     let alice = w.ctx(w.alice, Some(w.alpha));
+    // zqx: none in the first eight documents, so the index takes over at
+    // once. wpk: four of the first eight, so the walk goes on, then thins
+    // out, so the index takes over from the walk.
+    let zqx = |i: usize| i % 10 == 9;
+    let wpk = |i: usize| i < 4 || i % 20 == 13;
     for i in 0..90 {
         let mut text = format!("bulk document {i}\nan everyday phrase sits here\n");
-        if i % 10 == 7 {
+        if zqx(i) {
             text.push_str(&format!("filler\nthe zqx marker {i} is rare\n"));
+        }
+        if wpk(i) {
+            text.push_str("wpk tag\n");
         }
         add_document(
             &w,
@@ -946,43 +967,56 @@ async fn grep_walks_then_hands_over_to_the_index_without_losing_or_repeating_lin
         )
         .await;
     }
-    let rare: Vec<Hit> = (0..90)
-        .filter(|i| i % 10 == 7)
-        .map(|i| hit(&format!("bulk/doc-{i:03}.txt"), 4, &["zqx marker"]))
+    let expect = |pick: &dyn Fn(usize) -> bool, line: u64, text: &str| -> Vec<Hit> {
+        (0..90)
+            .filter(|&i| pick(i))
+            .map(|i| hit(&format!("bulk/doc-{i:03}.txt"), line, &[text]))
+            .collect()
+    };
+    let zqx_hits = expect(&zqx, 4, "zqx marker");
+    let wpk_hits: Vec<Hit> = (0..90)
+        .filter(|&i| wpk(i))
+        .map(|i| {
+            hit(
+                &format!("bulk/doc-{i:03}.txt"),
+                if zqx(i) { 5 } else { 3 },
+                &["wpk tag"],
+            )
+        })
         .collect();
 
-    // Sparse matches: the walk reads a batch, finds few, and the index goes
-    // on from the last document read.
-    let (hits, data) = grep(
-        &w,
-        &alice,
-        json!({ "pattern": "ZQX marker", "context_lines": 0, "max_results": 500 }),
-    )
-    .await;
-    assert_eq!(hits, rare, "{data}");
-    assert!(data.get("more").is_none(), "{data}");
-    assert!(
-        data["documents_searched"].as_u64().unwrap() < 60,
-        "the index should have skipped most documents: {data}"
-    );
-
-    // Paging two lines at a time crosses the hand-over on every page size.
-    let mut paged = Vec::new();
-    let mut skip = 0;
-    loop {
-        let (hits, data) = grep(
-            &w,
-            &alice,
-            json!({ "pattern": "zqx marker", "context_lines": 0, "max_results": 2, "skip": skip }),
-        )
-        .await;
-        paged.extend(hits);
-        match data.get("more") {
-            Some(more) => skip = more["skip"].as_u64().unwrap(),
-            None => break,
+    for (pattern, expected) in [("ZQX marker", &zqx_hits), ("wpk TAG", &wpk_hits)] {
+        for glob in [None, Some("bulk/**")] {
+            let mut args = json!({ "pattern": pattern, "context_lines": 0, "max_results": 500 });
+            if let Some(glob) = glob {
+                args["path_glob"] = json!(glob);
+            }
+            let (hits, data) = grep(&w, &alice, args).await;
+            assert_eq!(&hits, expected, "{pattern} {glob:?}: {data}");
+            assert!(data.get("more").is_none(), "{data}");
+            assert!(
+                data["documents_searched"].as_u64().unwrap() < 80,
+                "{pattern}: the index should have skipped most documents: {data}"
+            );
         }
+        // Paging two lines at a time crosses the hand-over.
+        let mut paged = Vec::new();
+        let mut skip = 0;
+        loop {
+            let (hits, data) = grep(
+                &w,
+                &alice,
+                json!({ "pattern": pattern, "context_lines": 0, "max_results": 2, "skip": skip }),
+            )
+            .await;
+            paged.extend(hits);
+            match data.get("more") {
+                Some(more) => skip = more["skip"].as_u64().unwrap(),
+                None => break,
+            }
+        }
+        assert_eq!(&paged, expected, "{pattern}, paged");
     }
-    assert_eq!(paged, rare);
 
     // A phrase every bulk document holds: the first page comes from the
     // first documents in path order, and the next page goes on from there.
@@ -992,12 +1026,12 @@ async fn grep_walks_then_hands_over_to_the_index_without_losing_or_repeating_lin
         json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 5 }),
     )
     .await;
-    let expected = |range: std::ops::Range<usize>| -> Vec<Hit> {
+    let every = |range: std::ops::Range<usize>| -> Vec<Hit> {
         range
             .map(|i| hit(&format!("bulk/doc-{i:03}.txt"), 2, &["everyday phrase"]))
             .collect()
     };
-    assert_eq!(first, expected(0..5), "{data}");
+    assert_eq!(first, every(0..5), "{data}");
     assert_eq!(data["more"]["skip"], 5, "{data}");
     let (next, _) = grep(
         &w,
@@ -1005,12 +1039,33 @@ async fn grep_walks_then_hands_over_to_the_index_without_losing_or_repeating_lin
         json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 5, "skip": 5 }),
     )
     .await;
-    assert_eq!(next, expected(5..10));
+    assert_eq!(next, every(5..10));
     let (all, data) = grep(
         &w,
         &alice,
         json!({ "pattern": "everyday phrase", "context_lines": 0, "max_results": 500, "path_glob": "bulk/**" }),
     )
     .await;
-    assert_eq!(all, expected(0..90), "{data}");
+    assert_eq!(all, every(0..90), "{data}");
+
+    // Without a space, the call covers every space the caller reads (two
+    // here, so no index gives the path order): the same lines.
+    let mut tx = w.deps.db.begin(Scope::System).await.unwrap();
+    data_plane_store::identity::add_member(
+        &mut tx,
+        w.beta,
+        w.alice,
+        data_plane_store::identity::MembershipRole::Viewer,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let everywhere = w.ctx(w.alice, None);
+    let (hits, data) = grep(
+        &w,
+        &everywhere,
+        json!({ "pattern": "zqx marker", "context_lines": 0, "max_results": 500 }),
+    )
+    .await;
+    assert_eq!(hits, zqx_hits, "{data}");
 }

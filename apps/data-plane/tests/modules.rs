@@ -534,6 +534,35 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
         2,
         "refused before the module"
     );
+    // A module acts on the space id it is given, with no row-level security
+    // of ours behind it: a space the caller is not a member of is refused
+    // before the module hears of it, whatever door the call came through
+    // and whatever a replica has cached.
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let (elsewhere, _) = identity::ensure_space(&mut tx, "elsewhere").await.unwrap();
+    tx.commit().await.unwrap();
+    let ctx = data_plane_registry::ToolContext::new(w.user, Some(elsewhere.id), Permission::User);
+    let result = state
+        .registry
+        .execute_tool(
+            "crm.lookup",
+            json!({"email": "ada@example.com"}),
+            &ctx,
+            &data_plane_registry::NoCallbacks,
+        )
+        .await;
+    let error = result.error.expect("refused");
+    assert_eq!(
+        error.code,
+        data_plane_registry::ErrorCode::NotFound,
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        crm.calls_of("crm.lookup").len(),
+        2,
+        "refused before the module"
+    );
     let denied = execute(&base, &user, "crm.export_all", json!({})).await;
     assert_eq!(denied["error"]["code"], "permission_denied", "{denied}");
     assert!(crm.calls_of("crm.export_all").is_empty());

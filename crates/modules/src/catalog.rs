@@ -511,6 +511,7 @@ impl Modules {
                 remote_name: tool.remote_name,
                 timeout: slot.timeout,
                 idempotent,
+                db: self.db.clone(),
             };
             let entry = ToolEntry::remote(RemoteTool {
                 module: module.clone(),

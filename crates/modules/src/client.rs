@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use data_plane_registry::{Callbacks, ErrorCode, ToolContext, ToolError, ToolHandler};
+use data_plane_store::{Db, Scope};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::config::ModuleConfig;
 
@@ -315,6 +317,11 @@ pub struct RemoteHandler {
     pub timeout: Duration,
     /// Retried once on a connection failure or a gateway's 502-504.
     pub idempotent: bool,
+    /// Where the caller's membership of the call's space is checked: a
+    /// module acts on the space id it is given, with no row-level security
+    /// of ours behind it, so the check is made here, as of now, whatever
+    /// door the call came through and whatever a replica cached.
+    pub db: Db,
 }
 
 #[async_trait]
@@ -325,6 +332,20 @@ impl ToolHandler for RemoteHandler {
         ctx: &ToolContext,
         _callbacks: &dyn Callbacks,
     ) -> Result<Value, ToolError> {
+        if let Some(space) = ctx.space_id {
+            let member = member_of(&self.db, ctx.user_id, space).await.map_err(|e| {
+                tracing::warn!(module = %self.module.name, error = %e, "cannot check the caller's space");
+                ToolError::unavailable(format!(
+                    "module {}: the caller's space could not be checked just now; try again shortly",
+                    self.module.name
+                ))
+            })?;
+            if !member {
+                return Err(ToolError::not_found(format!(
+                    "space {space} does not exist or the caller is not a member of it"
+                )));
+            }
+        }
         let body = json!({
             "tool_name": self.remote_name,
             "arguments": args,
@@ -338,6 +359,18 @@ impl ToolHandler for RemoteHandler {
             .execute(&self.module, &body, self.timeout, self.idempotent)
             .await
     }
+}
+
+/// Whether `user` may read `space`, as the database says now (row-level
+/// security shows a user only the spaces they belong to).
+async fn member_of(db: &Db, user: Uuid, space: Uuid) -> Result<bool, data_plane_store::StoreError> {
+    let mut tx = db.begin(Scope::User(user)).await?;
+    let found: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM spaces WHERE id = $1)")
+        .bind(space)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(found)
 }
 
 #[cfg(test)]

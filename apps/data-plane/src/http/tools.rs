@@ -70,8 +70,10 @@ pub fn with_profile(
 /// Refuses a space the caller cannot read, with the same answer as a
 /// missing one. Answered from the caller's cached identity (a space missing
 /// from it is looked up afresh first, so a membership just granted on
-/// another replica counts at once); the tools read under row-level security
-/// all the same.
+/// another replica counts at once). What a removal's notification has not
+/// reached yet is still refused further in: built-in tools read under
+/// row-level security, and a remote module's tool checks the membership in
+/// the database before the module is called.
 pub async fn require_member(
     state: &AppState,
     caller: &Caller,
