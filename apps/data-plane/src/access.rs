@@ -34,16 +34,25 @@ pub async fn space_role(
     caller: &Caller,
     space_id: Uuid,
 ) -> Result<MembershipRole, ApiError> {
-    let not_found = || ApiError::not_found(format!("space {space_id} not found"));
+    role_in(state, caller, space_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("space {space_id} not found")))
+}
+
+/// The caller's role in the space, `None` when they are not a member: from
+/// the cached identity, and for a space missing from it, afresh.
+pub async fn role_in(
+    state: &AppState,
+    caller: &Caller,
+    space_id: Uuid,
+) -> Result<Option<MembershipRole>, ApiError> {
     let cached = state.identities.get(caller.user_id).await?;
     if let Some(role) = cached.as_ref().and_then(|i| i.roles.get(&space_id)) {
-        return Ok(*role);
+        return Ok(Some(*role));
     }
     state.identities.forget(caller.user_id);
     let fresh = state.identities.get(caller.user_id).await?;
-    fresh
-        .and_then(|i| i.roles.get(&space_id).copied())
-        .ok_or_else(not_found)
+    Ok(fresh.and_then(|i| i.roles.get(&space_id).copied()))
 }
 
 /// Refuses guests, who never write.

@@ -957,16 +957,8 @@ async fn a_run_is_resumed_and_its_approval_answered_on_another_server_process() 
     let model = FakeModel::start().await;
     let base = w.server(&model, RunsConfig::default()).await;
     let data_dir = tempfile::tempdir().unwrap();
-    let addr = data_plane_testkit::unused_addr();
     // A second process over the same database, with no model of its own.
-    let _other = common::KillOnDrop(
-        common::server_process(&w.test, data_dir.path(), addr)
-            .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
-            .spawn()
-            .unwrap(),
-    );
-    let other = format!("http://{addr}");
-    common::wait_ready(&other).await;
+    let (_other, other) = common::second_server(&w.test, data_dir.path()).await;
 
     w.settings(&base, json!({"approvals": {"tools": ["document_info"]}}))
         .await;

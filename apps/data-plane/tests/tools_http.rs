@@ -939,15 +939,7 @@ async fn health_metrics_and_the_openapi_document() {
 async fn a_second_process_answers_every_change_on_its_next_request() {
     let w = world().await;
     let data_dir = tempfile::tempdir().unwrap();
-    let addr = data_plane_testkit::unused_addr();
-    let _other = common::KillOnDrop(
-        common::server_process(&w.test, data_dir.path(), addr)
-            .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
-            .spawn()
-            .unwrap(),
-    );
-    let other = format!("http://{addr}");
-    common::wait_ready(&other).await;
+    let (_other, other) = common::second_server(&w.test, data_dir.path()).await;
 
     let settings = format!("{}/v1/admin/settings", w.base);
     for round in 0..12 {

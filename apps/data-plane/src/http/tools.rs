@@ -79,19 +79,12 @@ pub async fn require_member(
     caller: &Caller,
     space_id: Uuid,
 ) -> Result<(), ApiError> {
-    let member = |identity: Option<Arc<crate::access::Identity>>| {
-        identity.is_some_and(|i| i.roles.contains_key(&space_id))
-    };
-    if member(state.identities.get(caller.user_id).await?) {
-        return Ok(());
+    match crate::access::role_in(state, caller, space_id).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found(format!(
+            "no space {space_id} among the caller's spaces"
+        ))),
     }
-    state.identities.forget(caller.user_id);
-    if member(state.identities.get(caller.user_id).await?) {
-        return Ok(());
-    }
-    Err(ApiError::not_found(format!(
-        "no space {space_id} among the caller's spaces"
-    )))
 }
 
 /// The space, or a refusal when the caller cannot read it, with the same

@@ -160,7 +160,7 @@ pub fn server_process(
 }
 
 /// Waits until the server at `base` answers `/healthz`, two minutes at most.
-pub async fn wait_ready(base: &str) {
+async fn wait_ready(base: &str) {
     let ready = async {
         loop {
             if reqwest::get(format!("{base}/healthz"))
@@ -175,6 +175,24 @@ pub async fn wait_ready(base: &str) {
     tokio::time::timeout(std::time::Duration::from_secs(120), ready)
         .await
         .unwrap_or_else(|_| panic!("the server at {base} did not answer /healthz in 2 minutes"));
+}
+
+/// A second `data-plane serve` process over `test`'s database, signing
+/// tokens with [`JWT_SECRET`], once it answers: the process and its base URL.
+pub async fn second_server(
+    test: &data_plane_store::testing::TestDatabase,
+    data_dir: &std::path::Path,
+) -> (KillOnDrop, String) {
+    let addr = data_plane_testkit::unused_addr();
+    let process = KillOnDrop(
+        server_process(test, data_dir, addr)
+            .env("DATA_PLANE_JWT_SECRET", JWT_SECRET)
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://{addr}");
+    wait_ready(&base).await;
+    (process, base)
 }
 
 /// A child process killed (and reaped) when the test lets go of it.
