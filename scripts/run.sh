@@ -55,14 +55,16 @@ if ((build_rc != 0)); then
     echo "build: the background build failed (exit $build_rc); building again now that the set-up is done"
     "${BUILD[@]}"
 fi
-echo "build: done, $(($(date +%s) - started))s since make run started"
+build_s=$(($(date +%s) - started))
+echo "build: done, ${build_s}s since make run started"
+
+answers() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1; }
 
 "$BIN" migrate
 "$BIN" ingest "$DEMO_CORPUS" --space "$DEMO_SPACE"
 if [[ "$MODEL" == local ]]; then
     port="${LOCAL_MODEL_PORT:-8081}"
     models_url="http://127.0.0.1:$port/v1/models"
-    answers() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" >/dev/null 2>&1; }
     if answers "$models_url"; then
         echo "run: port $port already answers as a model server; stop it or set LOCAL_MODEL_PORT" >&2
         exit 1
@@ -95,18 +97,28 @@ if [[ "$MODEL" == local ]]; then
     unset OPENAI_API_KEY
     echo "run: chatting with $DATA_PLANE_MODEL at $OPENAI_BASE_URL (a very small model: expect short, often wrong answers)"
 fi
-echo "ready: $(($(date +%s) - started))s since make run started"
-if [[ "$MODEL" == local ]]; then
-    # Not exec: the model server stops when data-plane does (the EXIT
-    # trap), and a signal to this shell reaches data-plane first.
-    "$BIN" serve &
-    server_pid=$!
-    trap 'kill -TERM "$server_pid" 2>/dev/null || true' TERM INT
-    rc=0
-    wait "$server_pid" || rc=$?
-    # A signal interrupts the first wait; the second waits for the stop.
-    wait "$server_pid" 2>/dev/null || true
-    exit "$rc"
-else
-    exec "$BIN" serve
-fi
+# Served in the background so that this script can say when it answers:
+# "ready in" counts from the start of `make run` to the first answer of
+# /healthz. A signal to this shell reaches data-plane first; with a local
+# model, the model server stops when data-plane does (the EXIT trap).
+addr="${DATA_PLANE_ADDR:-127.0.0.1:8080}"
+port="${addr##*:}"
+host="${addr%:*}"
+case "$host" in "" | 0.0.0.0 | "[::]") host=127.0.0.1 ;; esac
+"$BIN" serve &
+server_pid=$!
+trap 'kill -TERM "$server_pid" 2>/dev/null || true' TERM INT
+for _ in $(seq 600); do
+    if answers "http://$host:$port/healthz"; then
+        elapsed=$(($(date +%s) - started))
+        echo "ready in $((elapsed / 60))m $((elapsed % 60))s (the build ended ${build_s}s in): serving http://$host:$port"
+        break
+    fi
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+done
+rc=0
+wait "$server_pid" || rc=$?
+# A signal interrupts the first wait; the second waits for the stop.
+wait "$server_pid" 2>/dev/null || true
+exit "$rc"
