@@ -1504,7 +1504,7 @@ async fn without_embeddings_search_offers_keyword_mode_only() {
         .iter()
         .find(|t| t["function"]["name"] == "search_documents")
         .unwrap();
-    assert_eq!(listed["function"], offered);
+    assert_eq!(listed["function"], *offered);
 
     let r = w
         .call(

@@ -204,6 +204,8 @@ async fn main() {
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    // As `data-plane serve` does (http::service), with the extra route built once.
+    let app = app.with_state::<()>(()).into_make_service();
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let dir = tempfile::tempdir().unwrap();

@@ -5,9 +5,10 @@
 //! (p50/p95/p99), the cost per streamed chunk against reading the model
 //! directly, and the memory one idle stream holds on the server side.
 //!
-//! The idle-stream figures come from fresh child processes (this program
-//! run again with `idle direct|chat K`) so that one measurement's freed
-//! memory cannot hide the next one's growth.
+//! The idle-stream figures come from server processes of their own (this
+//! program run again as `idle-serve model` or `idle-serve chat MODEL_URL`),
+//! whose resident memory the client reads from /proc: the server's memory
+//! alone, not the client's or the model's.
 // A benchmark fails loudly: there is no caller to hand an error to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,7 +21,7 @@ use axum::serve::ListenerExt;
 use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_agent::AgentConfig;
-use data_plane_agent::testing::{FakeModel, Piece, Reply, chunk, text_reply};
+use data_plane_agent::testing::{FakeModel, chunk, text_reply};
 use data_plane_search::KeywordIndex;
 use data_plane_store::Scope;
 use data_plane_store::identity::{self, Permission};
@@ -125,7 +126,7 @@ impl Bench {
 async fn serve(state: AppState, nodelay: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = data_plane::http::app(state);
+    let app = data_plane::http::service(state);
     if nodelay {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
@@ -224,9 +225,9 @@ fn median(values: &mut [f64]) -> f64 {
     percentile(values, 50.0)
 }
 
-/// The process's resident memory in bytes, from /proc/self/status.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+/// A process's resident memory in bytes, from its `status` file.
+fn rss_of(status: &str) -> u64 {
+    let status = std::fs::read_to_string(status).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     let kib: u64 = line
         .split_whitespace()
@@ -330,81 +331,142 @@ async fn chunk_overhead(b: &Bench, model: &FakeModel) {
     println!("chat_chunk_overhead_us {:.2}", through - direct);
 }
 
-/// Child process: opens `k` streams that stall after their first text
-/// chunk, directly to the fake model (`direct`) or through `/v1/chat`
-/// (`chat`), and prints resident memory before, with them open and after
-/// closing them.
-async fn idle(mode: &str, k: usize) {
-    let model = FakeModel::start().await;
-    let b = bench().await;
-    let stall = || {
-        Reply::Stream(vec![
-            Piece::Chunk(chunk(json!({ "role": "assistant", "content": "" }), None)),
-            Piece::Chunk(chunk(json!({ "content": "idle" }), None)),
-            Piece::Hang,
-        ])
-    };
-    let base = b.server(model.base_url()).await;
-    // One stream each way first, so that lazily built state (connection
-    // pools, the registry's tool list) is not counted per stream.
-    for _ in 0..2 {
-        model.push(stall());
-        drop(open(&b, &base, &model, mode).await);
+/// `idle-serve model`: a bare axum SSE endpoint, which is both the
+/// baseline and the chat server's model: a POST to /v1/chat/completions is
+/// answered with a role chunk and one text chunk, then the stream stays
+/// open and silent.
+async fn stall_model() -> String {
+    async fn reply(_body: axum::body::Bytes) -> impl axum::response::IntoResponse {
+        let first = [
+            chunk(json!({ "role": "assistant", "content": "" }), None),
+            chunk(json!({ "content": "idle" }), None),
+        ];
+        let events = futures::stream::iter(first.map(|c| {
+            Ok::<_, std::convert::Infallible>(
+                axum::response::sse::Event::default().data(c.to_string()),
+            )
+        }))
+        .chain(futures::stream::pending());
+        axum::response::sse::Sse::new(events)
     }
-    assert!(model.wait_dropped(2, Duration::from_secs(10)).await);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rss();
-    for _ in 0..k {
-        model.push(stall());
-    }
-    let started = Instant::now();
-    let streams: Vec<_> = futures::stream::iter(0..k)
-        .map(|_| open(&b, &base, &model, mode))
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    let opened = started.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let held = rss();
-    drop(streams);
-    assert!(
-        model.wait_dropped(k + 2, Duration::from_secs(60)).await,
-        "every stalled model reply was cancelled"
-    );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = rss();
-    // Memory the allocator kept is either reused by the same load again
-    // (no growth) or was leaked (growth like the first time).
-    for _ in 0..k {
-        model.push(stall());
-    }
-    let again: Vec<_> = futures::stream::iter(0..k)
-        .map(|_| open(&b, &base, &model, mode))
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let reheld = rss();
-    drop(again);
-    assert!(model.wait_dropped(2 * k + 2, Duration::from_secs(60)).await);
-    println!(
-        "{before} {held} {after} {:.3} {reheld}",
-        opened.as_secs_f64()
-    );
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(reply));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
 }
 
-/// One stream whose first text has arrived at the client.
-async fn open(b: &Bench, base: &str, model: &FakeModel, mode: &str) -> Events {
-    let r = if mode == "chat" {
-        b.chat(base).await
+/// A child process serving idle streams (`idle-serve model` or
+/// `idle-serve chat MODEL_URL`): prints its base URL and a token, then
+/// serves until its standard input closes.
+async fn idle_serve(mode: &str, model_url: Option<&str>) {
+    let bench = if mode == "chat" {
+        Some(bench().await)
     } else {
-        b.http
-            .post(format!("{}/chat/completions", model.base_url()))
-            .json(&json!({ "model": "bench-model", "stream": true }))
-            .send()
-            .await
-            .unwrap()
+        None
     };
+    let (base, token) = match &bench {
+        Some(b) => (
+            b.server_with(model_url.unwrap().to_string(), true).await,
+            b.token.clone(),
+        ),
+        None => (stall_model().await, "-".to_string()),
+    };
+    println!("{base} {token}");
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        while std::io::stdin().read_line(&mut line).unwrap_or(0) > 0 {
+            line.clear();
+        }
+    })
+    .await
+    .unwrap();
+    drop(bench);
+}
+
+/// A server process of the idle-stream measurement.
+struct Served {
+    child: std::process::Child,
+    base: String,
+    token: String,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Served {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .arg("idle-serve")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first line that names a URL (a wrapper may print its own first).
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("http") {
+            line.clear();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "the server process ended"
+            );
+        }
+        let mut parts = line.split_whitespace();
+        let base = parts
+            .next()
+            .expect("the server says where it listens")
+            .to_string();
+        let token = parts.next().unwrap().to_string();
+        Served { child, base, token }
+    }
+
+    /// Its resident memory in bytes.
+    fn rss(&self) -> u64 {
+        rss_of(&format!("/proc/{}/status", self.child.id()))
+    }
+
+    /// Resident memory once it stops moving (closed streams are torn down
+    /// in the background): read every 250 ms until two reads agree within
+    /// 1 %, at most 10 s.
+    async fn settled_rss(&self) -> u64 {
+        let mut last = self.rss();
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = self.rss();
+            if now.abs_diff(last) * 100 <= last {
+                return now;
+            }
+            last = now;
+        }
+        last
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// One stream of `server` whose first text has reached the client: a chat
+/// turn through `/v1/chat`, or the bare endpoint's reply.
+async fn open_idle(http: &reqwest::Client, server: &Served, chat: bool) -> Events {
+    let r = if chat {
+        http.post(format!("{}/v1/chat", server.base))
+            .bearer_auth(&server.token)
+            .json(&json!({ "messages": [{ "role": "user", "content": "hi" }] }))
+    } else {
+        http.post(format!("{}/chat/completions", server.base))
+            .json(&json!({ "model": "bench-model", "stream": true }))
+    }
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "opening an idle stream");
     let mut stream = events(r);
     loop {
         let (kind, data, _) = stream.next().await.expect("the first text arrives");
@@ -414,75 +476,84 @@ async fn open(b: &Bench, base: &str, model: &FakeModel, mode: &str) -> Events {
     }
 }
 
-fn run_idle(mode: &str, k: usize) -> (u64, u64, u64, f64, u64) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["idle", mode, &k.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "idle {mode}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let f: Vec<&str> = text.split_whitespace().collect();
-    (
-        f[0].parse().unwrap(),
-        f[1].parse().unwrap(),
-        f[2].parse().unwrap(),
-        f[3].parse().unwrap(),
-        f[4].parse().unwrap(),
-    )
+async fn open_many(http: &reqwest::Client, server: &Served, chat: bool, k: usize) -> Vec<Events> {
+    futures::stream::iter(0..k)
+        .map(|_| open_idle(http, server, chat))
+        .buffer_unordered(64)
+        .collect()
+        .await
 }
 
-fn idle_streams() {
+/// Server-side memory per idle stream, each server in a process of its
+/// own so that its resident memory is its own: first the bare axum SSE
+/// endpoint (the baseline), then `/v1/chat` with that endpoint as its
+/// model, whose streams are opened, closed and opened again.
+async fn idle_streams() {
     let k: usize = std::env::var("BENCH_CHAT_STREAMS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_IDLE_STREAMS);
-    let mib = |bytes: i64| bytes as f64 / (1024.0 * 1024.0);
-    let (d_before, d_held, d_after, _, _) = run_idle("direct", k);
-    let (c_before, c_held, c_after, opened, c_reheld) = run_idle("chat", k);
-    let direct = d_held as i64 - d_before as i64;
-    let chat = c_held as i64 - c_before as i64;
-    let server = (chat - direct) as f64 / k as f64;
+    let http = reqwest::Client::new();
+    let per_stream = |from: u64, to: u64| (to as f64 - from as f64) / k as f64;
+    let mib = |from: u64, to: u64| (to as f64 - from as f64) / (1024.0 * 1024.0);
+
+    let model = Served::start(&["model"]);
+    // Lazily built state (connection pools, the tool list) is not counted
+    // per stream: two streams come and go first.
+    drop(open_many(&http, &model, false, 2).await);
+    let bare_before = model.settled_rss().await;
+    let bare = open_many(&http, &model, false, k).await;
+    let bare_held = model.settled_rss().await;
+    drop(bare);
+
+    let server = Served::start(&["chat", &model.base]);
+    drop(open_many(&http, &server, true, 2).await);
+    let before = server.settled_rss().await;
+    let started = Instant::now();
+    let streams = open_many(&http, &server, true, k).await;
+    let opened = started.elapsed();
+    let held = server.settled_rss().await;
+    drop(streams);
+    let after = server.settled_rss().await;
+    // Memory the allocator kept is reused by the same load again (no
+    // growth) unless it leaked (growth like the first time).
+    let again = open_many(&http, &server, true, k).await;
+    let reheld = server.settled_rss().await;
+    drop(again);
+
+    let bare_each = per_stream(bare_before, bare_held);
+    let server_each = per_stream(before, held);
     println!("chat_idle_streams {k}");
-    println!("chat_idle_open_all_s {opened:.2}");
+    println!("chat_idle_open_all_s {:.2}", opened.as_secs_f64());
+    println!("chat_idle_bare_axum_per_stream_bytes {bare_each:.0}");
+    println!("chat_idle_server_per_stream_bytes {server_each:.0}");
     println!(
-        "chat_idle_rss_direct_per_stream_bytes {:.0}",
-        direct as f64 / k as f64
+        "chat_idle_server_over_bare_axum {:.2}",
+        server_each / bare_each
     );
-    println!(
-        "chat_idle_rss_chat_per_stream_bytes {:.0}",
-        chat as f64 / k as f64
-    );
-    println!("chat_idle_server_per_stream_bytes {server:.0}");
     println!(
         "chat_idle_streams_per_gib {:.0}",
-        (1u64 << 30) as f64 / server
+        (1u64 << 30) as f64 / server_each
     );
     println!(
         "chat_idle_rss_left_after_close_mib {:.1}",
-        mib(c_after as i64 - c_before as i64)
+        mib(before, after)
     );
     println!(
         "chat_idle_rss_growth_on_reopen_mib {:.1}",
-        mib(c_reheld as i64 - c_held as i64)
-    );
-    println!(
-        "chat_idle_rss_left_after_close_direct_mib {:.1}",
-        mib(d_after as i64 - d_before as i64)
+        mib(held, reheld)
     );
 }
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("idle") {
-        idle(&args[2], args[3].parse().unwrap()).await;
+    if args.get(1).map(String::as_str) == Some("idle-serve") {
+        idle_serve(&args[2], args.get(3).map(String::as_str)).await;
         return;
     }
-    {
+    // BENCH_CHAT_ONLY=idle: the idle streams alone.
+    if std::env::var("BENCH_CHAT_ONLY").as_deref() != Ok("idle") {
         let b = bench().await;
         let model = FakeModel::start().await;
         println!("chat_first_event_runs {LATENCY_RUNS}");
@@ -490,5 +561,5 @@ async fn main() {
         first_event_latency(&b, &model, true).await;
         chunk_overhead(&b, &model).await;
     }
-    tokio::task::spawn_blocking(idle_streams).await.unwrap();
+    idle_streams().await;
 }

@@ -165,6 +165,8 @@ async fn serve(b: &Bench, model: &FakeModel) -> String {
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    // As `data-plane serve` does (http::service), with the extra route built once.
+    let app = app.with_state::<()>(()).into_make_service();
     tokio::spawn(async move { axum::serve(listener, app).await });
     base
 }

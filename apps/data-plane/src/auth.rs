@@ -29,11 +29,12 @@ pub struct Claims {
     pub ver: i32,
 }
 
-/// Signs and checks tokens.
+/// Signs and checks tokens. Cloned with the application state, so for
+/// every request: the keys themselves are shared.
 #[derive(Clone)]
 pub struct JwtKeys {
-    encoding: EncodingKey,
-    decoding: DecodingKey,
+    encoding: Arc<EncodingKey>,
+    decoding: Arc<DecodingKey>,
 }
 
 impl std::fmt::Debug for JwtKeys {
@@ -45,8 +46,8 @@ impl std::fmt::Debug for JwtKeys {
 impl JwtKeys {
     pub fn new(secret: &[u8]) -> Self {
         JwtKeys {
-            encoding: EncodingKey::from_secret(secret),
-            decoding: DecodingKey::from_secret(secret),
+            encoding: Arc::new(EncodingKey::from_secret(secret)),
+            decoding: Arc::new(DecodingKey::from_secret(secret)),
         }
     }
 

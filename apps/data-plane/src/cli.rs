@@ -323,7 +323,7 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     if let Some(metrics_addr) = &global.limits.metrics_addr {
         crate::http::metrics::spawn_listener(metrics_addr, state.clone()).await?;
     }
-    axum::serve(listener, crate::http::app(state))
+    axum::serve(listener, crate::http::service(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     // Audit records still queued are written before the process ends.

@@ -69,7 +69,7 @@ async fn analyze_document_streams_its_sub_agent_over_sse() {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::service(state)).await });
 
     let token = jwt
         .issue(

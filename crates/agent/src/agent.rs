@@ -15,7 +15,8 @@ use async_openai::types::chat::{
     CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
 };
 use data_plane_registry::{
-    Callbacks, ChannelCallbacks, Registry, ToolContext, ToolError, ToolEvent, ToolMode, ToolResult,
+    Callbacks, ChannelCallbacks, OfferedTool, Registry, ToolContext, ToolError, ToolEvent,
+    ToolMode, ToolResult,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::citations::Citations;
 use crate::config::MaxTokensField;
-use crate::model::ModelClient;
+use crate::model::{ChunkStream, ModelClient};
 use crate::prompt::{PromptFacts, PromptTool};
 use crate::repetition::RepetitionGuard;
 use crate::textcalls::{self, Segment, StreamParser, TagLine, Tags};
@@ -327,28 +328,9 @@ impl Agent {
         // What the model is offered up front: the tools, or the discovery
         // meta-tools that find and run them.
         let offered = self.registry.offered(ctx);
-        // Names and parameter schemas, for calls the model writes as text.
-        // A remote tool is offered as `module__tool` (function names hold
-        // no dot) and known as `module.tool`: a call may use either.
-        let names: Vec<(String, Value)> = offered
-            .iter()
-            .flat_map(|t| {
-                let wire = t.function_name();
-                let mut names = vec![(t.name.clone(), t.parameters().clone())];
-                if wire != t.name {
-                    names.push((wire.to_string(), t.parameters().clone()));
-                }
-                names
-            })
-            .collect();
-        let tools = offered
-            .iter()
-            .map(|t| {
-                serde_json::from_value::<ChatCompletionTools>(t.openai_tool()).map_err(|err| {
-                    AgentError::Config(format!("definition of {} does not fit: {err}", t.name))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // What a run holds while it waits on the model is what an idle
+        // stream costs: the definitions stay shared with the registry, and
+        // the typed request is built for each step and dropped once sent.
         let mut messages = request.messages;
         // Ours first, then the request's own system messages, if any.
         if let Some(template) = &self.config.system_prompt {
@@ -392,24 +374,37 @@ impl Agent {
                 p.usage = usage;
                 p.text.clear();
             }
-            #[allow(deprecated)] // `max_tokens` is what some servers read
-            let model_request = CreateChatCompletionRequest {
-                model: self.config.model.clone(),
-                messages: messages.clone(),
-                stream: Some(true),
-                stream_options: Some(ChatCompletionStreamOptions {
-                    include_usage: Some(true),
-                    include_obfuscation: None,
-                }),
-                tools: (!tags_mode && !tools.is_empty()).then(|| tools.clone()),
-                temperature: request.temperature,
-                max_completion_tokens: max_tokens
-                    .filter(|_| field == MaxTokensField::MaxCompletionTokens),
-                max_tokens: max_tokens.filter(|_| field == MaxTokensField::MaxTokens),
-                ..Default::default()
+            let tools = if tags_mode {
+                Vec::new()
+            } else {
+                openai_tools(&offered)?
+            };
+            // The request (the tools' typed copies, the model's name) is
+            // dropped at the end of this block, before the answer streams.
+            let opened = {
+                #[allow(deprecated)] // `max_tokens` is what some servers read
+                let model_request = CreateChatCompletionRequest {
+                    model: self.config.model.clone(),
+                    // Lent to the request and taken back once it is sent.
+                    messages: std::mem::take(&mut messages),
+                    stream: Some(true),
+                    stream_options: Some(ChatCompletionStreamOptions {
+                        include_usage: Some(true),
+                        include_obfuscation: None,
+                    }),
+                    tools: (!tools.is_empty()).then_some(tools),
+                    temperature: request.temperature,
+                    max_completion_tokens: max_tokens
+                        .filter(|_| field == MaxTokensField::MaxCompletionTokens),
+                    max_tokens: max_tokens.filter(|_| field == MaxTokensField::MaxTokens),
+                    ..Default::default()
+                };
+                let opened = self.client.open(&model_request).await;
+                messages = model_request.messages;
+                opened
             };
             let mut turn = self
-                .turn(&model_request, &names, &tags, sink, progress, &mut used_ids)
+                .turn(opened?, &offered, &tags, sink, progress, &mut used_ids)
                 .await?;
             let transcript = std::mem::take(&mut turn.transcript);
             usage.prompt_tokens += turn.usage.prompt_tokens;
@@ -500,16 +495,15 @@ impl Agent {
     /// fragments as they come, calls assembled by index.
     async fn turn(
         &self,
-        request: &CreateChatCompletionRequest,
-        names: &[(String, Value)],
+        mut stream: ChunkStream,
+        offered: &[OfferedTool],
         tags: &Tags,
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
         used_ids: &mut HashSet<String>,
     ) -> Result<Turn, AgentError> {
-        let mut stream = self.client.open(request).await?;
         let mut parser = StreamParser::new(Vec::new())
-            .schemas(names.iter().cloned())
+            .schemas(schema_names(offered))
             .tags(tags.clone())
             .text_calls(self.config.text_calls)
             .think_start(self.config.think_start);
@@ -1002,4 +996,29 @@ fn result_for_model(result: &ToolResult, tags: &Tags) -> String {
 /// markup back to it so it can write the call again, is left as it is.
 fn own_failure_for_model(result: &ToolResult) -> String {
     json!({ "success": false, "error": result.error }).to_string()
+}
+
+/// The offered tools in the request's `tools` field; a definition the
+/// types cannot hold is the deployment's error.
+fn openai_tools(offered: &[OfferedTool]) -> Result<Vec<ChatCompletionTools>, AgentError> {
+    offered
+        .iter()
+        .map(|t| {
+            serde_json::from_value::<ChatCompletionTools>(t.openai_tool()).map_err(|err| {
+                AgentError::Config(format!("definition of {} does not fit: {err}", t.name))
+            })
+        })
+        .collect()
+}
+
+/// Names and parameter schemas, for calls the model writes as text. A
+/// remote tool is offered as `module__tool` (function names hold no dot)
+/// and known as `module.tool`: a call may use either.
+fn schema_names(offered: &[OfferedTool]) -> impl Iterator<Item = (String, &Value)> {
+    offered.iter().flat_map(|t| {
+        let wire = t.function_name();
+        let own = (t.name.clone(), t.parameters());
+        let wired = (wire != t.name).then(|| (wire.to_string(), t.parameters()));
+        std::iter::once(own).chain(wired)
+    })
 }

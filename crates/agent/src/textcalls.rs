@@ -278,12 +278,15 @@ impl StreamParser {
     /// The offered tools' parameter schemas (`function.parameters`), by
     /// name: argument values are typed by them (`"5"` for an integer is 5,
     /// `None` for a nullable one is null). Their names become known tools.
-    pub fn schemas(mut self, schemas: impl IntoIterator<Item = (String, Value)>) -> Self {
+    pub fn schemas<V: std::borrow::Borrow<Value>>(
+        mut self,
+        schemas: impl IntoIterator<Item = (String, V)>,
+    ) -> Self {
         for (name, schema) in schemas {
             if !self.known_tools.contains(&name) {
                 self.known_tools.push(name.clone());
             }
-            self.schemas.insert(name, schema);
+            self.schemas.insert(name, schema.borrow());
         }
         self
     }

@@ -43,14 +43,15 @@ pub struct OfferedTool {
     /// One line for the system prompt's tool summary.
     pub short_description: Cow<'static, str>,
     /// The OpenAI function object (name, description, parameters) as
-    /// offered in the context it was listed for.
-    pub definition: Value,
+    /// offered in the context it was listed for; shared with the registry
+    /// unless the context shaped it.
+    pub definition: Arc<Value>,
 }
 
 impl OfferedTool {
     /// The tool in OpenAI's `tools` format.
     pub fn openai_tool(&self) -> Value {
-        json!({ "type": "function", "function": self.definition })
+        json!({ "type": "function", "function": *self.definition })
     }
 
     /// The name the model calls it by (`module__tool` for a remote tool).

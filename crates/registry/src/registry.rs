@@ -29,8 +29,9 @@ use crate::{
 /// A definition joined with its handler.
 pub struct ToolEntry {
     pub name: String,
-    /// The OpenAI function object: name, description, parameters.
-    pub definition: Value,
+    /// The OpenAI function object: name, description, parameters. Shared:
+    /// every run offering the tool holds it, none copies it.
+    pub definition: Arc<Value>,
     pub definition_file: String,
     pub handler_file: &'static str,
     pub meta: ToolMeta,
@@ -74,17 +75,24 @@ impl ToolEntry {
 
     /// The entry in OpenAI's `tools` format.
     pub fn openai_tool(&self) -> Value {
-        json!({ "type": "function", "function": self.definition })
+        json!({ "type": "function", "function": *self.definition })
     }
 
     /// The definition as offered in `ctx` (the tool may narrow it to what
-    /// the deployment can do, such as search modes without embeddings).
-    pub fn definition_for(&self, ctx: &ToolContext) -> Value {
-        let mut definition = self.definition.clone();
-        if let Some(shape) = self.shape {
-            shape(&mut definition, ctx);
+    /// the deployment can do, such as search modes without embeddings): the
+    /// shared one unless the tool shapes it.
+    pub fn definition_for(&self, ctx: &ToolContext) -> Arc<Value> {
+        let Some(shape) = self.shape else {
+            return self.definition.clone();
+        };
+        let mut definition = Value::clone(&self.definition);
+        shape(&mut definition, ctx);
+        // Most contexts leave it as it is: a run then holds the shared one.
+        if definition == *self.definition {
+            self.definition.clone()
+        } else {
+            Arc::new(definition)
         }
-        definition
     }
 
     /// The metadata as listings show it: `ToolMeta` with the effective
@@ -101,7 +109,7 @@ impl ToolEntry {
 
     /// [`ToolEntry::openai_tool`] as offered in `ctx`.
     pub fn openai_tool_for(&self, ctx: &ToolContext) -> Value {
-        json!({ "type": "function", "function": self.definition_for(ctx) })
+        json!({ "type": "function", "function": *self.definition_for(ctx) })
     }
 }
 
@@ -115,7 +123,7 @@ pub struct RegistryError {
 /// A discovery meta-tool's definition, checked like a tool's.
 struct MetaTool {
     name: &'static str,
-    definition: Value,
+    definition: Arc<Value>,
     validator: jsonschema::Validator,
 }
 
@@ -360,7 +368,7 @@ impl Registry {
             }
             tools.push(ToolEntry {
                 name: h.name.to_string(),
-                definition,
+                definition: Arc::new(definition),
                 definition_file: file,
                 handler_file: h.file,
                 summary: Cow::Borrowed(h.meta.short_description),
@@ -410,7 +418,7 @@ impl Registry {
             match check_definition(&file) {
                 Ok((definition, validator)) => meta_tools.push(MetaTool {
                     name,
-                    definition,
+                    definition: Arc::new(definition),
                     validator,
                 }),
                 Err(problem) => problems.push(problem),

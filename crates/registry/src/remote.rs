@@ -117,11 +117,11 @@ impl ToolEntry {
         };
         Ok(ToolEntry {
             name: format!("{module}.{name}"),
-            definition: json!({
+            definition: Arc::new(json!({
                 "name": wire,
                 "description": description,
                 "parameters": parameters,
-            }),
+            })),
             definition_file: source,
             handler_file: "a remote module",
             meta: ToolMeta {

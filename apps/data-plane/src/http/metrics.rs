@@ -248,7 +248,7 @@ pub async fn spawn_listener(addr: &str, state: AppState) -> anyhow::Result<()> {
         .with_context(|| format!("binding the metrics address {addr}"))?;
     tracing::info!(addr = %listener.local_addr()?, "serving /metrics without a token");
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app(state)).await {
+        if let Err(e) = axum::serve(listener, app(state).into_make_service()).await {
             tracing::error!(error = %e, "the metrics listener stopped");
         }
     });

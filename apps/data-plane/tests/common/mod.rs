@@ -63,7 +63,7 @@ pub fn state(db: Db, embedder: Arc<Embedder>, jwt: JwtKeys) -> AppState {
 pub async fn serve(state: AppState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, data_plane::http::app(state)).await });
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::service(state)).await });
     base
 }
 

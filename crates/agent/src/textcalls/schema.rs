@@ -68,7 +68,7 @@ impl Types {
 
 impl Schemas {
     /// The parameter schema of `tool`; a later one for the same name wins.
-    pub fn insert(&mut self, tool: String, schema: Value) {
+    pub fn insert(&mut self, tool: String, schema: &Value) {
         let properties = match schema.get("properties") {
             Some(Value::Object(props)) => Some(
                 props
@@ -78,7 +78,7 @@ impl Schemas {
             ),
             _ => None,
         };
-        let sole = sole_property(&schema);
+        let sole = sole_property(schema);
         self.tools.insert(tool, Tool { properties, sole });
     }
 }
