@@ -101,24 +101,48 @@ fi
 # "ready in" counts from the start of `make run` to the first answer of
 # /healthz. A signal to this shell reaches data-plane first; with a local
 # model, the model server stops when data-plane does (the EXIT trap).
-addr="${DATA_PLANE_ADDR:-127.0.0.1:8080}"
-port="${addr##*:}"
+# The address is the environment's, else .env's (the binary reads .env
+# itself), else the default, and is passed on so that the address polled
+# is the one served.
+addr="${DATA_PLANE_ADDR:-}"
+if [[ -z "$addr" && -f .env ]]; then
+    addr="$(sed -n 's/^[[:space:]]*\(export[[:space:]]*\)\{0,1\}DATA_PLANE_ADDR=//p' .env | tail -n 1)"
+    addr="${addr%\"}" && addr="${addr#\"}" && addr="${addr%\'}" && addr="${addr#\'}"
+fi
+addr="${addr:-127.0.0.1:8080}"
 host="${addr%:*}"
-case "$host" in "" | 0.0.0.0 | "[::]") host=127.0.0.1 ;; esac
-"$BIN" serve &
+case "$host" in
+    "" | 0.0.0.0) host=127.0.0.1 ;;
+    "[::]") host="[::1]" ;;
+esac
+url="http://$host:${addr##*:}"
+if answers "$url/healthz"; then
+    echo "run: $url already answers; stop the server there or set DATA_PLANE_ADDR" >&2
+    exit 1
+fi
+"$BIN" serve --addr "$addr" &
 server_pid=$!
 trap 'kill -TERM "$server_pid" 2>/dev/null || true' TERM INT
+ready=0
 for _ in $(seq 600); do
-    if answers "http://$host:$port/healthz"; then
+    if answers "$url/healthz"; then
         elapsed=$(($(date +%s) - started))
-        echo "ready in $((elapsed / 60))m $((elapsed % 60))s (the build ended ${build_s}s in): serving http://$host:$port"
+        echo "ready in $((elapsed / 60))m $((elapsed % 60))s (the build ended ${build_s}s in): serving $url"
+        ready=1
         break
     fi
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
 done
+if ((!ready)) && kill -0 "$server_pid" 2>/dev/null; then
+    echo "run: $url has not answered /healthz after a minute; the server's log above says what it is doing" >&2
+fi
 rc=0
 wait "$server_pid" || rc=$?
-# A signal interrupts the first wait; the second waits for the stop.
-wait "$server_pid" 2>/dev/null || true
+# A signal interrupts that wait (its status is the signal's): wait again
+# for the server to stop, and end with its own status.
+if kill -0 "$server_pid" 2>/dev/null; then
+    rc=0
+    wait "$server_pid" || rc=$?
+fi
 exit "$rc"

@@ -14,6 +14,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -336,7 +337,17 @@ async fn chunk_overhead(b: &Bench, model: &FakeModel) {
 /// answered with a role chunk and one text chunk, then the stream stays
 /// open and silent.
 async fn stall_model() -> String {
+    // Replies open now, so the driver can tell when closed streams are gone.
+    static OPEN: AtomicUsize = AtomicUsize::new(0);
+    struct Open;
+    impl Drop for Open {
+        fn drop(&mut self) {
+            OPEN.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
     async fn reply(_body: axum::body::Bytes) -> impl axum::response::IntoResponse {
+        OPEN.fetch_add(1, Ordering::SeqCst);
+        let open = Open;
         let first = [
             chunk(json!({ "role": "assistant", "content": "" }), None),
             chunk(json!({ "content": "idle" }), None),
@@ -346,10 +357,19 @@ async fn stall_model() -> String {
                 axum::response::sse::Event::default().data(c.to_string()),
             )
         }))
-        .chain(futures::stream::pending());
+        .chain(futures::stream::pending())
+        // Dropped with the stream, when the connection closes.
+        .inspect(move |_| {
+            let _ = &open;
+        });
         axum::response::sse::Sse::new(events)
     }
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(reply));
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(reply))
+        .route(
+            "/v1/open",
+            axum::routing::get(|| async { OPEN.load(Ordering::SeqCst).to_string() }),
+        );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let listener = listener.tap_io(|tcp| {
@@ -390,6 +410,8 @@ async fn idle_serve(mode: &str, model_url: Option<&str>) {
 /// A server process of the idle-stream measurement.
 struct Served {
     child: std::process::Child,
+    /// Kept open: a child writing to a closed pipe would fail.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
     base: String,
     token: String,
 }
@@ -420,7 +442,36 @@ impl Served {
             .expect("the server says where it listens")
             .to_string();
         let token = parts.next().unwrap().to_string();
-        Served { child, base, token }
+        Served {
+            child,
+            _stdout: out,
+            base,
+            token,
+        }
+    }
+
+    /// Waits until the stall model holds no reply open: every stream
+    /// closed, and every run behind one stopped with its model request.
+    async fn wait_closed(&self, http: &reqwest::Client) {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let open = http
+                .get(format!("{}/open", self.base))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if open == "0" {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "{open} model replies still open after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Its resident memory in bytes.
@@ -505,6 +556,7 @@ async fn idle_streams() {
     let bare = open_many(&http, &model, false, k).await;
     let bare_held = model.settled_rss().await;
     drop(bare);
+    model.wait_closed(&http).await;
 
     let server = Served::start(&["chat", &model.base]);
     drop(open_many(&http, &server, true, 2).await);
@@ -514,12 +566,14 @@ async fn idle_streams() {
     let opened = started.elapsed();
     let held = server.settled_rss().await;
     drop(streams);
+    model.wait_closed(&http).await;
     let after = server.settled_rss().await;
     // Memory the allocator kept is reused by the same load again (no
     // growth) unless it leaked (growth like the first time).
     let again = open_many(&http, &server, true, k).await;
     let reheld = server.settled_rss().await;
     drop(again);
+    model.wait_closed(&http).await;
 
     let bare_each = per_stream(bare_before, bare_held);
     let server_each = per_stream(before, held);

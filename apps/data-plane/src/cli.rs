@@ -722,7 +722,7 @@ fn tools(as_json: bool, agent: Option<&str>, local_model: bool) -> anyhow::Resul
                     "definition_file": t.definition_file,
                     "handler_file": t.handler_file,
                     "metadata": t.metadata(),
-                    "definition": t.definition,
+                    "definition": *t.definition,
                 })
             })
             .collect();
