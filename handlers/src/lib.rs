@@ -131,6 +131,7 @@ pub fn all(deps: Option<&Arc<Deps>>) -> Vec<HandlerEntry> {
 pub fn settings() -> Settings {
     Settings::default()
         .declare(&fetch_web_page::TRUSTED_HOSTS)
+        .declare(&search_documents::FIELD_WEIGHTS)
         .declare(&search_documents::FUSION)
         .declare(&web_search::PROVIDER)
 }

@@ -13,7 +13,7 @@ use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
     ToolContext, ToolError, ToolMeta, ToolSetting,
 };
-use data_plane_search::{Fusion, KeywordHit, KeywordQuery};
+use data_plane_search::{FieldWeights, Fusion, KeywordHit, KeywordQuery};
 use data_plane_store::ScopedTx;
 use data_plane_store::passages::{
     self, ChunkFilters as Filters, FoundChunk, VectorHit, VectorStrategy,
@@ -69,6 +69,11 @@ pub const META: ToolMeta = ToolMeta {
 /// (`{"method": "convex", "vector_weight": 0.5}`, the default, or
 /// `{"method": "rrf", "k": 60}`; docs/search.md has the measurements).
 pub const FUSION: ToolSetting<Fusion> = ToolSetting::new("search_fusion");
+
+/// What a word weighs in a passage's heading and in its document's title
+/// against the passage's own text, chosen by an admin (`{"heading": 2,
+/// "title": 0.2}` by default; 0 leaves a field out; docs/search.md).
+pub const FIELD_WEIGHTS: ToolSetting<FieldWeights> = ToolSetting::new("search_field_weights");
 
 pub fn available(_ctx: &ToolContext) -> bool {
     true
@@ -273,7 +278,10 @@ pub async fn run(
     // query is embedded and the vector side runs.
     let keyword_task = mode.uses_keywords().then(|| {
         let index = deps.index.clone();
-        let q = keyword_query(&filters, &query, depth + KEYWORD_SLACK);
+        let q = KeywordQuery {
+            weights: ctx.settings.get(&FIELD_WEIGHTS),
+            ..keyword_query(&filters, &query, depth + KEYWORD_SLACK)
+        };
         tokio::task::spawn_blocking(move || {
             let t = Instant::now();
             let hits = index.search(&q);
@@ -343,6 +351,7 @@ fn keyword_query(filters: &Filters, text: &str, limit: usize) -> KeywordQuery {
         folder_prefix: filters.folder.clone(),
         limit,
         offset: 0,
+        weights: FieldWeights::default(),
     }
 }
 

@@ -732,3 +732,74 @@ async fn a_selective_filter_still_gets_the_nearest_k() {
     let distance = distances[&first["chunk_id"].as_i64().unwrap()];
     assert!((similarity - (1.0 - distance)).abs() < 1e-6);
 }
+
+/// A document's title reaches every one of its passages in keyword search,
+/// through the index follower, and the admin's field weights decide how
+/// much: a title weight of 0 leaves titles out.
+#[tokio::test]
+async fn the_title_weight_setting_reaches_keyword_search() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let mut rng = StdRng::seed_from_u64(5);
+    let texts = [
+        "Counts rose on the island this year.",
+        "Rangers walked every trail twice.",
+    ];
+    let mut body = String::new();
+    let mut chunks = Vec::new();
+    for text in texts {
+        let start = body.chars().count() as i32;
+        body.push_str(text);
+        chunks.push(NewChunk {
+            char_start: start,
+            char_end: body.chars().count() as i32,
+            heading: String::new(),
+            page: None,
+            text: text.to_string(),
+            embedding: unit_vector(&mut rng),
+        });
+        body.push('\n');
+    }
+    let doc = NewDocument {
+        space_id: w.alpha,
+        source_id: w.alpha_source,
+        path: "notes/census.txt".into(),
+        mime: "text/plain".into(),
+        size_bytes: body.len() as i64,
+        content_hash: "census".into(),
+        title: Some("Quokka census".into()),
+        language: Some("en".into()),
+        content: body,
+        metadata: json!({}),
+        chunks,
+        tables: vec![],
+    };
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    content::write_document(&mut tx, &doc).await.unwrap();
+    tx.commit().await.unwrap();
+    data_plane_search::follower::Follower::new(w.test.db.clone(), w.deps.index.clone())
+        .catch_up()
+        .await
+        .unwrap();
+
+    let search = async |ctx: &ToolContext| {
+        let data = w
+            .ok(
+                "search_documents",
+                json!({ "query": "quokkas", "mode": "keyword" }),
+                ctx,
+            )
+            .await;
+        paths(&data)
+    };
+    assert_eq!(
+        search(&alice).await,
+        ["notes/census.txt", "notes/census.txt"]
+    );
+    let settings = data_plane_handlers::settings().with(
+        &search_documents::FIELD_WEIGHTS,
+        serde_json::from_value(json!({"title": 0})).unwrap(),
+    );
+    let no_titles = alice.clone().with_settings(std::sync::Arc::new(settings));
+    assert!(search(&no_titles).await.is_empty());
+}

@@ -480,6 +480,7 @@ async fn admins_switch_web_search_for_every_replica() {
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
             "fetch_web_page_trusted_hosts": [],
+            "search_field_weights": {"heading": 2.0, "title": 0.2},
             "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
     );
@@ -560,9 +561,26 @@ async fn admins_switch_web_search_for_every_replica() {
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
             "fetch_web_page_trusted_hosts": [],
+            "search_field_weights": {"heading": 2.0, "title": 0.2},
             "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
     );
+    // Field weights are checked when they are set (a field left out keeps
+    // its default).
+    let (status, body) = put(json!({ "search_field_weights": {"title": -1} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("title must lie between 0 and 10"),
+        "{body}"
+    );
+    let (status, body) = put(json!({ "search_field_weights": {"titel": 1} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = put(json!({ "search_field_weights": {"title": 0.5} })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["search_field_weights"], json!({"title": 0.5}));
     // The fusion is checked when it is set.
     let (status, body) =
         put(json!({ "search_fusion": {"method": "convex", "vector_weight": 2} })).await;

@@ -91,6 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 document_path: format!("/f{}/g{}/doc{d}.md", d % 7, d % 31),
                 language: language.clone(),
                 heading: vocab[rng.zipfish(vocab.len())].clone(),
+                title: String::new(),
                 text: chunk_text(&mut rng, &vocab),
             })
             .collect();

@@ -157,6 +157,7 @@ fn ops_for(docs: &[Uuid], chunks: Vec<IndexableChunk>) -> Vec<IndexOp> {
             document_path: c.document_path,
             language: c.language,
             heading: c.heading,
+            title: c.title,
             text: c.text,
         });
     }

@@ -32,6 +32,9 @@ pub struct ChunkDoc {
     /// indexed without stemming.
     pub language: Option<String>,
     pub heading: String,
+    /// The document's title (empty when it has none), indexed with every
+    /// chunk of the document.
+    pub title: String,
     pub text: String,
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::{Column, StrColumn};
 use tantivy::query::{
@@ -21,12 +22,81 @@ pub const MAX_WINDOW: usize = 10_000;
 /// A pasted page of text would otherwise become thousands of term lookups in
 /// every language field; words beyond this many are ignored.
 const MAX_QUERY_TOKENS: usize = 64;
-/// A word in a section heading says more about the chunk than one in its body.
-const HEADING_BOOST: f32 = 2.0;
+/// What a word weighs in a chunk's section heading, and in its document's
+/// title, against the same word in the chunk's own text (1): an admin
+/// setting (`search_field_weights`), `{"heading": 2, "title": 0.2}` unless
+/// changed. 0 leaves the field out. The title's default was chosen on
+/// SciFact's training claims (docs/search.md): a title repeated on every
+/// passage of its document quickly outweighs what the passage itself says.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WeightsSpec", into = "WeightsSpec")]
+pub struct FieldWeights {
+    pub heading: f64,
+    pub title: f64,
+}
+
+impl Default for FieldWeights {
+    fn default() -> Self {
+        FieldWeights {
+            heading: DEFAULT_HEADING_WEIGHT,
+            title: DEFAULT_TITLE_WEIGHT,
+        }
+    }
+}
+
+const DEFAULT_HEADING_WEIGHT: f64 = 2.0;
+const DEFAULT_TITLE_WEIGHT: f64 = 0.2;
+/// A larger weight would let one field decide every ranking.
+const MAX_FIELD_WEIGHT: f64 = 10.0;
+
+/// [`FieldWeights`] as settings write it; a field left out keeps its default.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WeightsSpec {
+    #[serde(default = "default_heading")]
+    heading: f64,
+    #[serde(default = "default_title")]
+    title: f64,
+}
+
+fn default_heading() -> f64 {
+    DEFAULT_HEADING_WEIGHT
+}
+
+fn default_title() -> f64 {
+    DEFAULT_TITLE_WEIGHT
+}
+
+impl TryFrom<WeightsSpec> for FieldWeights {
+    type Error = String;
+
+    fn try_from(spec: WeightsSpec) -> Result<Self, String> {
+        for (name, w) in [("heading", spec.heading), ("title", spec.title)] {
+            if !(0.0..=MAX_FIELD_WEIGHT).contains(&w) {
+                return Err(format!(
+                    "{name} must lie between 0 and {MAX_FIELD_WEIGHT}, not {w}"
+                ));
+            }
+        }
+        Ok(FieldWeights {
+            heading: spec.heading,
+            title: spec.title,
+        })
+    }
+}
+
+impl From<FieldWeights> for WeightsSpec {
+    fn from(w: FieldWeights) -> Self {
+        WeightsSpec {
+            heading: w.heading,
+            title: w.title,
+        }
+    }
+}
 
 /// A keyword search. Text is plain words; `"quoted phrases"` must appear as
 /// such. Nothing a user types makes the query fail.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct KeywordQuery {
     pub text: String,
     /// The spaces the caller may read: only their chunks are returned, and
@@ -40,6 +110,8 @@ pub struct KeywordQuery {
     pub folder_prefix: Option<String>,
     pub limit: usize,
     pub offset: usize,
+    /// What headings and titles weigh against the text.
+    pub weights: FieldWeights,
 }
 
 impl Default for KeywordQuery {
@@ -52,6 +124,7 @@ impl Default for KeywordQuery {
             folder_prefix: None,
             limit: 10,
             offset: 0,
+            weights: FieldWeights::default(),
         }
     }
 }
@@ -81,12 +154,19 @@ impl KeywordIndex {
         }
         let inner = self.inner();
         let searcher = inner.reader.searcher();
-        let Some(text) = self.text_query(&searcher, &q.text)? else {
+        let Some(text) = self.text_query(&searcher, &q.text, &q.weights)? else {
             return Ok(Vec::new());
         };
         let fields = &inner.fields;
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, text)];
-        clauses.push(filter(q.space_ids.iter().map(|id| fields.space_term(*id))));
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let spaces: HashSet<Term> = q
+            .space_ids
+            .iter()
+            .map(|id| fields.space_term(*id))
+            .collect();
+        if !holds_only(&searcher, fields.space_id, &spaces)? {
+            clauses.push(filter(spaces));
+        }
         if let Some(ids) = &q.document_ids {
             clauses.push(filter(ids.iter().map(|id| fields.document_term(*id))));
         }
@@ -99,7 +179,16 @@ impl KeywordIndex {
         let collector = TopDocs::with_limit(q.limit)
             .and_offset(q.offset)
             .order_by_score();
-        let top = searcher.search(&BooleanQuery::new(clauses), &collector)?;
+        let top = if clauses.is_empty() {
+            // Nothing to filter out: the words alone, whose disjunction
+            // Tantivy prunes with block-max WAND (blocks of a common word
+            // that cannot lift a chunk into the page are skipped), where a
+            // filter clause would make it score every matching chunk.
+            searcher.search(&*text, &collector)?
+        } else {
+            clauses.insert(0, (Occur::Must, text));
+            searcher.search(&BooleanQuery::new(clauses), &collector)?
+        };
         resolve_hits(&searcher, top)
     }
 
@@ -109,6 +198,7 @@ impl KeywordIndex {
         &self,
         searcher: &Searcher,
         text: &str,
+        weights: &FieldWeights,
     ) -> Result<Option<Box<dyn Query>>, SearchError> {
         let inner = self.inner();
         let parts = split_phrases(text);
@@ -116,7 +206,7 @@ impl KeywordIndex {
         let mut phrases: Vec<Vec<(Occur, Box<dyn Query>)>> =
             parts.phrases.iter().map(|_| Vec::new()).collect();
         let mut seen: HashSet<Term> = HashSet::new();
-        for field in searchable_fields(searcher, &inner.fields)? {
+        for field in searchable_fields(searcher, &inner.fields, weights)? {
             let mut analyzer = inner.index.tokenizer_for_field(field.field)?;
             let mut tokens = Vec::new();
             for chunk in &parts.words {
@@ -186,10 +276,18 @@ impl SearchField {
 fn searchable_fields(
     searcher: &Searcher,
     fields: &Fields,
+    weights: &FieldWeights,
 ) -> Result<Vec<SearchField>, SearchError> {
     let mut out = Vec::new();
     for lang in fields.analysed() {
-        for (field, boost) in [(lang.text, None), (lang.heading, Some(HEADING_BOOST))] {
+        for (field, boost) in [
+            (lang.text, None),
+            (lang.heading, Some(weights.heading as f32)),
+            (lang.title, Some(weights.title as f32)),
+        ] {
+            if boost == Some(0.0) {
+                continue;
+            }
             let mut used = false;
             for segment in searcher.segment_readers() {
                 if segment.inverted_index(field)?.terms().num_terms() > 0 {
@@ -217,6 +315,31 @@ fn filter(terms: impl IntoIterator<Item = Term>) -> (Occur, Box<dyn Query>) {
         Occur::Must,
         Box::new(ConstScoreQuery::new(Box::new(set), 0.0)),
     )
+}
+
+/// True when every entry of the index, deleted ones included, carries one of
+/// `terms` in `field` (a field with one value per entry, like the space): a
+/// filter on them would then admit everything.
+fn holds_only(
+    searcher: &Searcher,
+    field: Field,
+    terms: &HashSet<Term>,
+) -> Result<bool, SearchError> {
+    for segment in searcher.segment_readers() {
+        let postings = segment.inverted_index(field)?;
+        let mut covered = 0u64;
+        for term in terms {
+            covered += u64::from(
+                postings
+                    .doc_freq(term)
+                    .map_err(tantivy::TantivyError::from)?,
+            );
+        }
+        if covered < u64::from(segment.max_doc()) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The user's text split into loose words and `"quoted phrases"`; an
@@ -299,6 +422,34 @@ fn resolve_hits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_weights_read_with_defaults_and_bounds() {
+        let read = |v: serde_json::Value| serde_json::from_value::<FieldWeights>(v);
+        assert_eq!(
+            read(serde_json::json!({})).unwrap(),
+            FieldWeights::default()
+        );
+        assert_eq!(
+            read(serde_json::json!({"title": 0})).unwrap(),
+            FieldWeights {
+                heading: 2.0,
+                title: 0.0
+            }
+        );
+        for bad in [
+            serde_json::json!({"heading": -0.5}),
+            serde_json::json!({"title": 11}),
+            serde_json::json!({"titel": 1}),
+            serde_json::json!({"title": "high"}),
+        ] {
+            assert!(read(bad.clone()).is_err(), "{bad}");
+        }
+        assert_eq!(
+            serde_json::to_value(FieldWeights::default()).unwrap(),
+            serde_json::json!({"heading": 2.0, "title": 0.2})
+        );
+    }
 
     #[test]
     fn quotes_split_into_phrases() {

@@ -1,5 +1,6 @@
-//! The Tantivy schema of the chunk index: one stemmed text and heading field per
-//! supported language, an unstemmed fallback pair, and the filter fields.
+//! The Tantivy schema of the chunk index: one stemmed text, heading and title
+//! field per supported language, an unstemmed fallback set, and the filter
+//! fields.
 
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
@@ -16,8 +17,9 @@ use crate::ChunkDoc;
 /// Bumped whenever analysis or storage changes in a way the schema cannot show
 /// (a filter added to a tokenizer, say); an index written by another version is
 /// rebuilt. Version 2: built without Tantivy's zstd, which version 1 could use
-/// for the document-id dictionary and this build cannot read.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// for the document-id dictionary and this build cannot read. Version 3: the
+/// document's title field.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 /// Tokens longer than this (in bytes) are dropped: they are hashes, base64 or
 /// minified code, never words someone types, and they bloat the dictionary.
@@ -59,11 +61,13 @@ const LANGUAGES: &[(&str, &[&str], Language)] = &[
 /// Name of the fallback analysis, for documents in no stemmed language.
 const PLAIN: &str = "plain";
 
-/// The text and heading field of one analysis (a language, or the fallback).
+/// The text, heading and title field of one analysis (a language, or the
+/// fallback).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LangFields {
     pub text: Field,
     pub heading: Field,
+    pub title: Field,
 }
 
 /// Handles to every field, resolved once from the schema.
@@ -80,7 +84,7 @@ pub(crate) struct Fields {
 }
 
 impl Fields {
-    /// Every text and heading field, the fallback last.
+    /// Every language's fields, the fallback last.
     pub fn analysed(&self) -> impl Iterator<Item = LangFields> + '_ {
         self.stemmed
             .iter()
@@ -109,6 +113,7 @@ impl Fields {
         let target = self.for_language(chunk.language.as_deref());
         doc.add_text(target.text, &chunk.text);
         doc.add_text(target.heading, &chunk.heading);
+        doc.add_text(target.title, &chunk.title);
         doc
     }
 
@@ -151,6 +156,7 @@ fn lang_fields(schema: &Schema, code: &str) -> tantivy::Result<LangFields> {
     Ok(LangFields {
         text: schema.get_field(&format!("text_{code}"))?,
         heading: schema.get_field(&format!("heading_{code}"))?,
+        title: schema.get_field(&format!("title_{code}"))?,
     })
 }
 
@@ -189,7 +195,8 @@ pub(crate) fn build_schema() -> Schema {
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         );
         builder.add_text_field(&format!("text_{code}"), options.clone());
-        builder.add_text_field(&format!("heading_{code}"), options);
+        builder.add_text_field(&format!("heading_{code}"), options.clone());
+        builder.add_text_field(&format!("title_{code}"), options);
     }
     builder.build()
 }

@@ -624,3 +624,92 @@ fn searches_see_whole_batches_only() -> TestResult {
     );
     Ok(())
 }
+
+/// When the caller's spaces hold every chunk, the space filter is left out
+/// (so common words can be pruned); the answer must be the one the filtered
+/// search gives, and a chunk of another space, even deleted, keeps the filter.
+#[test]
+fn a_search_over_every_space_ranks_as_the_filtered_one() -> TestResult {
+    let index = KeywordIndex::in_memory()?;
+    let en = Some("en");
+    let mut chunks = Vec::new();
+    for i in 0..300i64 {
+        let extra = if i % 7 == 0 { " vacuum vacuum" } else { "" };
+        let text = format!("the table of the server {i} and the rows{extra}");
+        chunks.push(chunk(i + 1, (i / 3 + 1) as u128, "/m", en, "Notes", &text));
+    }
+    index.apply(replace_ops(chunks), 1)?;
+    let all = query("the vacuum of the table", &[SPACE_A]);
+    // A source filter that admits everything forces the filtered path.
+    let filtered = KeywordQuery {
+        source_ids: Some(vec![SOURCE_1]),
+        ..all.clone()
+    };
+    for limit in [1, 5, 10, 50] {
+        let unfiltered = index.search(&KeywordQuery {
+            limit,
+            ..all.clone()
+        })?;
+        let expected = index.search(&KeywordQuery {
+            limit,
+            ..filtered.clone()
+        })?;
+        assert_eq!(ids(&unfiltered), ids(&expected), "limit {limit}");
+        assert_eq!(unfiltered.len(), limit);
+        for (a, b) in unfiltered.iter().zip(&expected) {
+            assert!((a.score - b.score).abs() < 1e-4, "{a:?} against {b:?}");
+        }
+    }
+    // Another space's chunk, then the same chunk deleted: neither is ever
+    // returned to a caller of space A alone.
+    let other = ChunkDoc {
+        space_id: SPACE_B,
+        ..chunk(1000, 1000, "/m", en, "Notes", "vacuum vacuum vacuum table")
+    };
+    index.apply(replace_ops(vec![other]), 2)?;
+    assert!(!ids(&index.search(&all)?).contains(&1000));
+    assert!(ids(&index.search(&query("vacuum", &[SPACE_A, SPACE_B]))?).contains(&1000));
+    index.apply(
+        vec![IndexOp::DeleteDocument {
+            document_id: doc(1000),
+        }],
+        3,
+    )?;
+    assert!(!ids(&index.search(&query("vacuum", &[SPACE_A, SPACE_B]))?).contains(&1000));
+    assert_eq!(
+        ids(&index.search(&KeywordQuery {
+            limit: 10,
+            ..all.clone()
+        })?),
+        ids(&index.search(&KeywordQuery {
+            limit: 10,
+            ..filtered
+        })?)
+    );
+    Ok(())
+}
+
+/// A document's title is searched with every one of its chunks, so a
+/// passage deep in "Replication" is found for "replication", but a word in
+/// a passage's own text still outweighs the same word in a title.
+#[test]
+fn a_documents_title_counts_for_each_chunk_below_its_text() -> TestResult {
+    let index = KeywordIndex::in_memory()?;
+    let titled = |id: i64, document: u128, title: &str, text: &str| ChunkDoc {
+        title: title.to_owned(),
+        ..chunk(id, document, "/", Some("en"), "", text)
+    };
+    let chunks = vec![
+        titled(1, 1, "Replication", "setup of streaming standby servers"),
+        titled(2, 1, "Replication", "monitoring how far the standby lags"),
+        titled(3, 2, "Backups", "replication is not a backup"),
+        titled(4, 3, "Backups", "point in time recovery"),
+    ];
+    index.apply(replace_ops(chunks), 1)?;
+    let hits = ids(&index.search(&query("replicated", &[SPACE_A]))?);
+    assert_eq!(hits.first(), Some(&3), "{hits:?}");
+    let mut rest = hits[1..].to_vec();
+    rest.sort_unstable();
+    assert_eq!(rest, [1, 2]);
+    Ok(())
+}

@@ -423,6 +423,8 @@ pub struct IndexableChunk {
     pub document_path: String,
     pub language: Option<String>,
     pub heading: String,
+    /// The document's title, empty when it has none.
+    pub title: String,
     pub text: String,
 }
 
@@ -434,7 +436,8 @@ pub async fn indexable_chunks(
 ) -> Result<Vec<IndexableChunk>, StoreError> {
     Ok(sqlx::query_as::<_, IndexableChunk>(
         "SELECT c.id AS chunk_id, c.document_id, c.space_id, d.source_id, f.path AS folder_path,
-                d.path AS document_path, d.language, c.heading, c.text
+                d.path AS document_path, d.language, c.heading,
+                coalesce(d.title, '') AS title, c.text
          FROM chunks c JOIN documents d ON d.id = c.document_id JOIN folders f ON f.id = d.folder_id
          WHERE c.document_id = ANY($1)
          ORDER BY c.document_id, c.ordinal",

@@ -34,6 +34,7 @@ pub fn chunk(
         document_path: format!("{folder}/doc-{document}.md"),
         language: language.map(str::to_owned),
         heading: heading.to_owned(),
+        title: String::new(),
         text: text.to_owned(),
     }
 }
