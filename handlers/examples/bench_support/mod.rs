@@ -1,9 +1,12 @@
 //! What the search benchmarks share: a database of their own, built once and
-//! reused while its recipe marker matches; the registry call they time; and
-//! the statistics they print. Included by each with `#[path]`.
+//! reused while its recipe marker matches; the corpus `search` and `scale`
+//! build in it (`corpus`); the registry call they time; and the statistics
+//! they print. Included by each with `#[path]`.
 
 // Each benchmark uses its own part of this module.
 #![allow(dead_code)]
+
+pub mod corpus;
 
 use std::path::Path;
 
@@ -16,7 +19,7 @@ use sqlx::{Executor, PgPool};
 /// A benchmark's database: reused when its comment holds `marker` and the
 /// keyword index is on disk, otherwise dropped and created empty.
 pub struct BenchDatabase {
-    pub name: &'static str,
+    pub name: String,
     /// The owner's connection to the cluster (`postgres` database).
     pub admin: PgPool,
     /// The owner's options, for connecting to the benchmark's database.
@@ -31,7 +34,7 @@ impl BenchDatabase {
     /// whether the database `name` can be reused; when not, it is dropped
     /// and created again. `rebuild` forces that.
     pub async fn prepare(
-        name: &'static str,
+        name: &str,
         marker: &str,
         rebuild: bool,
         index_dir: &Path,
@@ -62,7 +65,7 @@ impl BenchDatabase {
             && existing.flatten().as_deref() == Some(marker)
             && index_dir.join("meta.json").exists();
         Ok(BenchDatabase {
-            name,
+            name: name.to_string(),
             admin,
             base,
             app_url,
@@ -72,7 +75,7 @@ impl BenchDatabase {
 
     /// Drops the database and creates it empty.
     pub async fn recreate(&self) -> anyhow::Result<()> {
-        let name = self.name;
+        let name = &self.name;
         self.admin
             .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
             .await?;
@@ -86,7 +89,7 @@ impl BenchDatabase {
     pub async fn owner(&self) -> anyhow::Result<PgPool> {
         Ok(PgPoolOptions::new()
             .max_connections(1)
-            .connect_with(self.base.clone().database(self.name))
+            .connect_with(self.base.clone().database(&self.name))
             .await?)
     }
 
@@ -96,7 +99,7 @@ impl BenchDatabase {
             .execute(
                 format!(
                     "COMMENT ON DATABASE {} IS '{}'",
-                    self.name,
+                    &self.name,
                     marker.replace('\'', "''")
                 )
                 .as_str(),
