@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_embed::Embedder;
 use data_plane_handlers::Deps;
 use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_registry::{NoLedger, Permission, ToolContext};
@@ -115,15 +115,7 @@ async fn main() -> anyhow::Result<()> {
     println!("quality.abstracts {}", fixture.corpus.len());
     println!("quality.claims {}", fixture.claims.len());
 
-    let model_dir = data_plane_testkit::model_dir();
-    let embedder = Arc::new(
-        Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
-            format!(
-                "the local model is needed in {} (run `make setup`)",
-                model_dir.display()
-            )
-        })?,
-    );
+    let embedder = bench_support::local_embedder()?;
     let marker = format!("{RECIPE}; abstracts={}", fixture.corpus.len());
     let bench = BenchDatabase::prepare(DATABASE, &marker, rebuild, &index_dir).await?;
     let reuse = bench.reuse;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_embed::Embedder;
 use data_plane_handlers::Deps;
 use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_registry::{NoLedger, Permission, Registry, ToolContext};
@@ -84,21 +84,8 @@ async fn main() -> anyhow::Result<()> {
     );
     let scales = scales(std::env::var("BENCH_SCALE").ok().as_deref())?;
     let rebuild = std::env::var("BENCH_SCALE_REBUILD").is_ok_and(|v| v == "1");
-    let model_dir = data_plane_testkit::model_dir();
-    let embedder = Arc::new(
-        Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
-            format!(
-                "the local model is needed in {} (run `make setup`)",
-                model_dir.display()
-            )
-        })?,
-    );
-    let corpus_key = std::fs::canonicalize(&corpus_dir).with_context(|| {
-        format!(
-            "demo corpus {} missing (run `make setup`)",
-            corpus_dir.display()
-        )
-    })?;
+    let embedder = bench_support::local_embedder()?;
+    let corpus_key = corpus::corpus_key(&corpus_dir)?;
     let queries: Vec<String> = QUERIES.iter().map(|q| q.to_string()).collect();
 
     let mut all = Vec::new();

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_embed::Embedder;
 use data_plane_handlers::Deps;
 use data_plane_handlers::search_documents;
 use data_plane_registry::{NoLedger, Permission, Registry, ToolContext};
@@ -64,23 +64,10 @@ async fn main() -> anyhow::Result<()> {
     let index_dir = PathBuf::from(
         std::env::var("BENCH_SEARCH_DIR").unwrap_or_else(|_| ".data/bench/search-index".into()),
     );
-    let model_dir = data_plane_testkit::model_dir();
     let rebuild = std::env::var("BENCH_SEARCH_REBUILD").is_ok_and(|v| v == "1");
 
-    let embedder = Arc::new(
-        Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
-            format!(
-                "the local model is needed in {} (run `make setup`)",
-                model_dir.display()
-            )
-        })?,
-    );
-    let corpus_key = std::fs::canonicalize(&corpus_dir).with_context(|| {
-        format!(
-            "demo corpus {} missing (run `make setup`)",
-            corpus_dir.display()
-        )
-    })?;
+    let embedder = bench_support::local_embedder()?;
+    let corpus_key = corpus::corpus_key(&corpus_dir)?;
     let marker = format!("{RECIPE}; chunks={total}; corpus={}", corpus_key.display());
     let bench = BenchDatabase::prepare(DATABASE, &marker, rebuild, &index_dir).await?;
     let reuse = bench.reuse;

@@ -482,6 +482,46 @@ fn unit_vector(rng: &mut StdRng) -> Vec<f32> {
     v
 }
 
+/// An English plain-text document whose passages are the given texts (one
+/// per line) with their vectors.
+fn plain_document(
+    space_id: Uuid,
+    source_id: Uuid,
+    path: &str,
+    title: Option<&str>,
+    passages: Vec<(String, Vec<f32>)>,
+) -> NewDocument {
+    let mut body = String::new();
+    let mut chunks = Vec::new();
+    for (text, embedding) in passages {
+        let start = body.chars().count() as i32;
+        body.push_str(&text);
+        chunks.push(NewChunk {
+            char_start: start,
+            char_end: body.chars().count() as i32,
+            heading: String::new(),
+            page: None,
+            text,
+            embedding,
+        });
+        body.push('\n');
+    }
+    NewDocument {
+        space_id,
+        source_id,
+        path: path.into(),
+        mime: "text/plain".into(),
+        size_bytes: body.len() as i64,
+        content_hash: format!("synthetic {path}"),
+        title: title.map(String::from),
+        language: Some("en".into()),
+        content: body,
+        metadata: json!({}),
+        chunks,
+        tables: vec![],
+    }
+}
+
 /// Writes a document of `n` synthetic chunks with random vectors, or with
 /// vectors close to `near` (cosine about 0.9) when given; returns its chunk
 /// ids with their vectors.
@@ -494,19 +534,9 @@ async fn write_synthetic(
     rng: &mut StdRng,
     near: Option<&[f32]>,
 ) -> Vec<(i64, Vec<f32>)> {
-    let mut body = String::new();
-    let mut chunks = Vec::new();
-    for i in 0..n {
-        let start = body.chars().count() as i32;
-        let text = format!("synthetic passage {i} of {path}");
-        body.push_str(&text);
-        chunks.push(NewChunk {
-            char_start: start,
-            char_end: body.chars().count() as i32,
-            heading: String::new(),
-            page: None,
-            text,
-            embedding: match near {
+    let passages: Vec<(String, Vec<f32>)> = (0..n)
+        .map(|i| {
+            let embedding = match near {
                 None => unit_vector(rng),
                 Some(target) => {
                     let noise = unit_vector(rng);
@@ -519,25 +549,12 @@ async fn write_synthetic(
                     v.iter_mut().for_each(|x| *x /= norm);
                     v
                 }
-            },
-        });
-        body.push('\n');
-    }
-    let vectors: Vec<Vec<f32>> = chunks.iter().map(|c| c.embedding.clone()).collect();
-    let doc = NewDocument {
-        space_id,
-        source_id,
-        path: path.into(),
-        mime: "text/plain".into(),
-        size_bytes: body.len() as i64,
-        content_hash: format!("synthetic {path}"),
-        title: None,
-        language: Some("en".into()),
-        content: body,
-        metadata: json!({}),
-        chunks,
-        tables: vec![],
-    };
+            };
+            (format!("synthetic passage {i} of {path}"), embedding)
+        })
+        .collect();
+    let vectors: Vec<Vec<f32>> = passages.iter().map(|(_, v)| v.clone()).collect();
+    let doc = plain_document(space_id, source_id, path, None, passages);
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     let id = match content::write_document(&mut tx, &doc).await.unwrap() {
         content::WriteOutcome::Created(id) => id,
@@ -741,39 +758,18 @@ async fn the_title_weight_setting_reaches_keyword_search() {
     let w = World::new().await;
     let alice = w.ctx(w.alice, Some(w.alpha));
     let mut rng = StdRng::seed_from_u64(5);
-    let texts = [
+    let passages = [
         "Counts rose on the island this year.",
         "Rangers walked every trail twice.",
-    ];
-    let mut body = String::new();
-    let mut chunks = Vec::new();
-    for text in texts {
-        let start = body.chars().count() as i32;
-        body.push_str(text);
-        chunks.push(NewChunk {
-            char_start: start,
-            char_end: body.chars().count() as i32,
-            heading: String::new(),
-            page: None,
-            text: text.to_string(),
-            embedding: unit_vector(&mut rng),
-        });
-        body.push('\n');
-    }
-    let doc = NewDocument {
-        space_id: w.alpha,
-        source_id: w.alpha_source,
-        path: "notes/census.txt".into(),
-        mime: "text/plain".into(),
-        size_bytes: body.len() as i64,
-        content_hash: "census".into(),
-        title: Some("Quokka census".into()),
-        language: Some("en".into()),
-        content: body,
-        metadata: json!({}),
-        chunks,
-        tables: vec![],
-    };
+    ]
+    .map(|text| (text.to_string(), unit_vector(&mut rng)));
+    let doc = plain_document(
+        w.alpha,
+        w.alpha_source,
+        "notes/census.txt",
+        Some("Quokka census"),
+        passages.to_vec(),
+    );
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     content::write_document(&mut tx, &doc).await.unwrap();
     tx.commit().await.unwrap();

@@ -133,6 +133,17 @@ impl Setup {
     }
 }
 
+/// The demo corpus's canonical path, which names it in a benchmark
+/// database's marker.
+pub fn corpus_key(corpus_dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(corpus_dir).with_context(|| {
+        format!(
+            "demo corpus {} missing (run `make setup`)",
+            corpus_dir.display()
+        )
+    })
+}
+
 /// Drops the HNSW index on `chunks` and returns its definition, so it can
 /// be built again once the corpus is loaded.
 pub async fn drop_hnsw(owner: &PgPool) -> anyhow::Result<String> {

@@ -9,8 +9,10 @@
 pub mod corpus;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_registry::{NoCallbacks, Registry, ToolContext};
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -107,6 +109,18 @@ impl BenchDatabase {
             .await?;
         Ok(())
     }
+}
+
+/// The local embedding model `make setup` installs, or an error saying so.
+pub fn local_embedder() -> anyhow::Result<Arc<Embedder>> {
+    let model_dir = data_plane_testkit::model_dir();
+    let embedder = Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
+        format!(
+            "the local model is needed in {} (run `make setup`)",
+            model_dir.display()
+        )
+    })?;
+    Ok(Arc::new(embedder))
 }
 
 /// search_documents through the registry; its data, or an error.
