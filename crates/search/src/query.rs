@@ -270,9 +270,9 @@ impl SearchField {
     }
 }
 
-/// The text and heading fields that hold any term in this searcher: most
-/// indexes use a few languages, and looking query terms up in the empty
-/// fields of the others is wasted work.
+/// The text, heading and title fields (those of weight above 0) that hold
+/// any term in this searcher: most indexes use a few languages, and looking
+/// query terms up in the empty fields of the others is wasted work.
 fn searchable_fields(
     searcher: &Searcher,
     fields: &Fields,
@@ -327,15 +327,19 @@ fn holds_only(
 ) -> Result<bool, SearchError> {
     for segment in searcher.segment_readers() {
         let postings = segment.inverted_index(field)?;
+        let entries = u64::from(segment.max_doc());
         let mut covered = 0u64;
         for term in terms {
+            if covered >= entries {
+                break;
+            }
             covered += u64::from(
                 postings
                     .doc_freq(term)
                     .map_err(tantivy::TantivyError::from)?,
             );
         }
-        if covered < u64::from(segment.max_doc()) {
+        if covered < entries {
             return Ok(false);
         }
     }
@@ -422,6 +426,53 @@ fn resolve_hits(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ChunkDoc, IndexOp};
+
+    fn chunk_in(space: u128, id: i64) -> IndexOp {
+        IndexOp::ReplaceDocument {
+            document_id: Uuid::from_u128(1000 + id as u128),
+            chunks: vec![ChunkDoc {
+                chunk_id: id,
+                document_id: Uuid::from_u128(1000 + id as u128),
+                space_id: Uuid::from_u128(space),
+                source_id: Uuid::from_u128(7),
+                folder_path: "/".into(),
+                document_path: format!("/doc-{id}.txt"),
+                language: Some("en".into()),
+                heading: String::new(),
+                title: String::new(),
+                text: "vacuum".into(),
+            }],
+        }
+    }
+
+    /// Whether the search may leave the space filter out: only when every
+    /// entry belongs to one of the caller's spaces. (Deleted entries count
+    /// until Tantivy drops them, which at worst keeps a useless filter.)
+    #[test]
+    fn the_space_filter_is_dropped_only_when_it_admits_everything() {
+        let index = KeywordIndex::in_memory().unwrap();
+        let fields = index.inner().fields.clone();
+        let covers = |spaces: &[u128]| {
+            let terms: HashSet<Term> = spaces
+                .iter()
+                .map(|s| fields.space_term(Uuid::from_u128(*s)))
+                .collect();
+            holds_only(&index.inner().reader.searcher(), fields.space_id, &terms).unwrap()
+        };
+        index
+            .apply(vec![chunk_in(1, 1), chunk_in(1, 2)], 1)
+            .unwrap();
+        assert!(covers(&[1]));
+        assert!(covers(&[1, 2]));
+        assert!(!covers(&[2]));
+        assert!(!covers(&[]));
+        index
+            .apply(vec![chunk_in(1, 4), chunk_in(2, 3)], 2)
+            .unwrap();
+        assert!(!covers(&[1]));
+        assert!(covers(&[2, 1]));
+    }
 
     #[test]
     fn field_weights_read_with_defaults_and_bounds() {
