@@ -236,7 +236,7 @@ async fn measure(
     let follower = Follower::new(db.clone(), index.clone());
     let setup = Setup::load(&db).await?;
     // An earlier run stopped before removing its probe: remove it now.
-    remove_probe(&db, &follower, &setup).await?;
+    remove_probe(&db, &setup).await?;
     follower.catch_up().await?;
     println!("{p}.chunks {}", setup.chunks);
     println!("{p}.keyword_index_chunks {}", index.num_chunks());
@@ -267,7 +267,7 @@ async fn measure(
         &mut figures,
     )
     .await?;
-    remove_probe(&db, &follower, &setup).await?;
+    remove_probe(&db, &setup).await?;
     follower.catch_up().await?;
     Ok(figures)
 }
@@ -414,9 +414,9 @@ async fn ingest_probe(
     Ok(())
 }
 
-/// Deletes every document of the probe source (and the keyword index's
-/// copies of them), leaving the corpus at its size.
-async fn remove_probe(db: &Db, follower: &Follower, setup: &Setup) -> anyhow::Result<()> {
+/// Deletes every document of the probe source, leaving the corpus at its
+/// size; the caller's next catch-up removes them from the keyword index.
+async fn remove_probe(db: &Db, setup: &Setup) -> anyhow::Result<()> {
     let mut tx = db.begin(Scope::System).await?;
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "SELECT d.id FROM documents d JOIN sources s ON s.id = d.source_id
@@ -430,8 +430,5 @@ async fn remove_probe(db: &Db, follower: &Follower, setup: &Setup) -> anyhow::Re
         content::delete_document(&mut tx, *id).await?;
     }
     tx.commit().await?;
-    if !ids.is_empty() {
-        follower.catch_up().await?;
-    }
     Ok(())
 }

@@ -278,10 +278,12 @@ pub async fn run(
     // query is embedded and the vector side runs.
     let keyword_task = mode.uses_keywords().then(|| {
         let index = deps.index.clone();
-        let q = KeywordQuery {
-            weights: ctx.settings.get(&FIELD_WEIGHTS),
-            ..keyword_query(&filters, &query, depth + KEYWORD_SLACK)
-        };
+        let q = keyword_query(
+            &filters,
+            &query,
+            depth + KEYWORD_SLACK,
+            ctx.settings.get(&FIELD_WEIGHTS),
+        );
         tokio::task::spawn_blocking(move || {
             let t = Instant::now();
             let hits = index.search(&q);
@@ -342,7 +344,12 @@ pub async fn run(
 }
 
 /// The keyword index's query for `filters`.
-fn keyword_query(filters: &Filters, text: &str, limit: usize) -> KeywordQuery {
+fn keyword_query(
+    filters: &Filters,
+    text: &str,
+    limit: usize,
+    weights: FieldWeights,
+) -> KeywordQuery {
     KeywordQuery {
         text: text.to_string(),
         space_ids: filters.spaces.clone(),
@@ -351,7 +358,7 @@ fn keyword_query(filters: &Filters, text: &str, limit: usize) -> KeywordQuery {
         folder_prefix: filters.folder.clone(),
         limit,
         offset: 0,
-        weights: FieldWeights::default(),
+        weights,
     }
 }
 
