@@ -95,6 +95,25 @@ fn sum(values: &[f32]) -> f32 {
     chunks.remainder().iter().sum::<f32>() + lanes.iter().sum::<f32>()
 }
 
+/// `Σ a[i] · b[i]` over the shorter of the two.
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    let mut a_chunks = a.chunks_exact(LANES);
+    let mut b_chunks = b.chunks_exact(LANES);
+    for (x, y) in (&mut a_chunks).zip(&mut b_chunks) {
+        for ((lane, &x), &y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += x * y;
+        }
+    }
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    tail + lanes.iter().sum::<f32>()
+}
+
 /// Sum of squared distances from `mean`.
 fn squared_deviation(values: &[f32], mean: f32) -> f32 {
     let mut lanes = [0.0f32; LANES];

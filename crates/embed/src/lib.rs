@@ -6,6 +6,7 @@
 
 mod bert;
 mod error;
+mod few_rows;
 mod kernels;
 mod local;
 mod remote;
