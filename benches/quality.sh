@@ -6,7 +6,9 @@
 # with the latency of the same calls. The corpus (5,183 abstracts) is
 # ingested once into database dp_bench_quality and .data/bench/quality-index
 # and reused; BENCH_QUALITY_REBUILD=1 rebuilds it. SCIFACT_DIR points
-# elsewhere.
+# elsewhere. BENCH_QUALITY_SETTINGS='{"search_bm25": {"k1": 0.9}}' runs with
+# other admin settings; BENCH_QUALITY_CHUNKING=target,max,overlap ingests
+# other passage sizes into a database of their own (docs/search.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture="${SCIFACT_DIR:-../shared/fixtures/scifact-train}"

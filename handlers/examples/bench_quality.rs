@@ -11,6 +11,14 @@
 //! directory and is reused by later runs; BENCH_QUALITY_REBUILD=1 rebuilds
 //! it (needed after a change to chunking or extraction).
 //!
+//! BENCH_QUALITY_CHUNKING=TARGET,MAX,OVERLAP (characters) ingests the
+//! corpus with other passage sizes than the pipeline's defaults, into a
+//! database and directory of their own (`dp_bench_quality_<t>_<m>_<o>`),
+//! also kept for reuse.
+//!
+//! BENCH_QUALITY_SETTINGS='{"search_bm25": {"k1": 0.9}}' runs with those
+//! admin settings instead of the defaults (hybrid_rrf still forces RRF).
+//!
 //! BENCH_QUALITY_DUMP=FILE also writes every claim's vector and keyword
 //! passages (chunk id, abstract, score; JSON lines), for trying fusions
 //! offline.
@@ -25,6 +33,7 @@ use std::time::Instant;
 use anyhow::Context;
 use data_plane_embed::Embedder;
 use data_plane_handlers::Deps;
+use data_plane_ingest::ChunkOptions;
 use data_plane_ingest::pipeline::{Pipeline, Target};
 use data_plane_registry::{NoLedger, Permission, ToolContext};
 use data_plane_search::KeywordIndex;
@@ -107,9 +116,21 @@ async fn main() -> anyhow::Result<()> {
             .nth(1)
             .unwrap_or_else(|| "../shared/fixtures/scifact-train".into()),
     );
-    let index_dir = PathBuf::from(
-        std::env::var("BENCH_QUALITY_DIR").unwrap_or_else(|_| ".data/bench/quality-index".into()),
-    );
+    let chunking = chunking_from_env()?;
+    let (database, default_dir) = match &chunking {
+        None => (
+            DATABASE.to_string(),
+            ".data/bench/quality-index".to_string(),
+        ),
+        Some(c) => {
+            let sizes = format!("{}_{}_{}", c.target_chars, c.max_chars, c.overlap_chars);
+            (
+                format!("{DATABASE}_{sizes}"),
+                format!(".data/bench/quality-index-{sizes}"),
+            )
+        }
+    };
+    let index_dir = PathBuf::from(std::env::var("BENCH_QUALITY_DIR").unwrap_or(default_dir));
     let rebuild = std::env::var("BENCH_QUALITY_REBUILD").is_ok_and(|v| v == "1");
     let fixture = read_fixture(&fixture_dir)?;
     println!("quality.abstracts {}", fixture.corpus.len());
@@ -117,12 +138,12 @@ async fn main() -> anyhow::Result<()> {
 
     let embedder = bench_support::local_embedder()?;
     let marker = format!("{RECIPE}; abstracts={}", fixture.corpus.len());
-    let bench = BenchDatabase::prepare(DATABASE, &marker, rebuild, &index_dir).await?;
+    let bench = BenchDatabase::prepare(&database, &marker, rebuild, &index_dir).await?;
     let reuse = bench.reuse;
     let started = Instant::now();
     if !reuse {
         eprintln!(
-            "ingesting {} abstracts into database {DATABASE} (once; later runs reuse it)",
+            "ingesting {} abstracts into database {database} (once; later runs reuse it)",
             fixture.corpus.len()
         );
         bench.recreate().await?;
@@ -141,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
         tx.commit().await?;
         (reader.id, space.id)
     } else {
-        ingest(&db, &embedder, &fixture).await?
+        ingest(&db, &embedder, &fixture, chunking).await?
     };
     let index = KeywordIndex::open_or_create(&index_dir)?;
     Follower::new(db.clone(), index.clone()).catch_up().await?;
@@ -158,12 +179,13 @@ async fn main() -> anyhow::Result<()> {
 
     let deps = Arc::new(Deps::new(db.clone(), index, embedder));
     let registry = data_plane_handlers::registry(&deps, Arc::new(NoLedger))?;
+    let settings = settings_from_env()?;
     let ctx = ToolContext::new(reader, Some(space), Permission::User)
-        .with_settings(Arc::new(data_plane_handlers::settings()));
+        .with_settings(Arc::new(settings.clone()));
     // Hybrid with reciprocal rank fusion, the default before the convex
     // combination, for comparison in the same run.
     let rrf = ToolContext::new(reader, Some(space), Permission::User).with_settings(Arc::new(
-        data_plane_handlers::settings().with(
+        settings.with(
             &data_plane_handlers::search_documents::FUSION,
             data_plane_search::Fusion::Rrf {
                 k: data_plane_search::DEFAULT_RRF_K,
@@ -239,6 +261,7 @@ async fn ingest(
     db: &Db,
     embedder: &Arc<Embedder>,
     fixture: &Fixture,
+    chunking: Option<ChunkOptions>,
 ) -> anyhow::Result<(Uuid, Uuid)> {
     let mut tx = db.begin(Scope::System).await?;
     let reader = identity::upsert_user(&mut tx, READER, Some(Permission::User)).await?;
@@ -246,7 +269,10 @@ async fn ingest(
     identity::add_member(&mut tx, space.id, reader.id, MembershipRole::Viewer).await?;
     let source = content::ensure_source(&mut tx, space.id, "abstracts", SourceKind::Files).await?;
     tx.commit().await?;
-    let pipeline = Pipeline::new(db.clone(), embedder.clone());
+    let mut pipeline = Pipeline::new(db.clone(), embedder.clone());
+    if let Some(options) = chunking {
+        pipeline = pipeline.with_chunking(options);
+    }
     let target = Target {
         space_id: space.id,
         source_id: source.id,
@@ -263,6 +289,45 @@ async fn ingest(
         }
     }
     Ok((reader.id, space.id))
+}
+
+/// The default settings with BENCH_QUALITY_SETTINGS (a JSON object, as an
+/// admin would PUT it) applied.
+fn settings_from_env() -> anyhow::Result<data_plane_registry::Settings> {
+    let settings = data_plane_handlers::settings();
+    let Ok(text) = std::env::var("BENCH_QUALITY_SETTINGS") else {
+        return Ok(settings);
+    };
+    let changes: serde_json::Map<String, Value> = serde_json::from_str(&text)
+        .with_context(|| format!("BENCH_QUALITY_SETTINGS={text:?} is not a JSON object"))?;
+    println!("quality.settings {text}");
+    settings
+        .apply(&changes)
+        .map_err(|e| anyhow::anyhow!("BENCH_QUALITY_SETTINGS={text:?}: {e}"))
+}
+
+/// Passage sizes from BENCH_QUALITY_CHUNKING (`target,max,overlap`), if set.
+fn chunking_from_env() -> anyhow::Result<Option<ChunkOptions>> {
+    let Ok(value) = std::env::var("BENCH_QUALITY_CHUNKING") else {
+        return Ok(None);
+    };
+    let sizes: Vec<usize> = value
+        .split(',')
+        .map(|part| part.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("BENCH_QUALITY_CHUNKING={value:?}: give target,max,overlap"))?;
+    let [target_chars, max_chars, overlap_chars] = sizes[..] else {
+        anyhow::bail!("BENCH_QUALITY_CHUNKING={value:?}: give three sizes, target,max,overlap");
+    };
+    anyhow::ensure!(
+        0 < target_chars && target_chars <= max_chars,
+        "BENCH_QUALITY_CHUNKING={value:?}: the target must be positive and at most the maximum"
+    );
+    Ok(Some(ChunkOptions {
+        target_chars,
+        max_chars,
+        overlap_chars,
+    }))
 }
 
 /// The abstracts of an answer in the order of their best passage.

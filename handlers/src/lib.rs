@@ -132,6 +132,7 @@ pub fn settings() -> Settings {
     Settings::default()
         .declare(&fetch_web_page::TRUSTED_HOSTS)
         .declare(&search_documents::FIELD_WEIGHTS)
+        .declare(&search_documents::BM25)
         .declare(&search_documents::FUSION)
         .declare(&web_search::PROVIDER)
 }

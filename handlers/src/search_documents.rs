@@ -13,7 +13,7 @@ use data_plane_registry::{
     AnnotationHints, Callbacks, Category, CostTier, ErrorCode, Permission, RateLimits, TagSpec,
     ToolContext, ToolError, ToolMeta, ToolSetting,
 };
-use data_plane_search::{FieldWeights, Fusion, KeywordHit, KeywordQuery};
+use data_plane_search::{Bm25, FieldWeights, Fusion, KeywordHit, KeywordQuery};
 use data_plane_store::ScopedTx;
 use data_plane_store::passages::{
     self, ChunkFilters as Filters, FoundChunk, VectorHit, VectorStrategy,
@@ -74,6 +74,10 @@ pub const FUSION: ToolSetting<Fusion> = ToolSetting::new("search_fusion");
 /// against the passage's own text, chosen by an admin (`{"heading": 2,
 /// "title": 0.2}` by default; 0 leaves a field out; docs/search.md).
 pub const FIELD_WEIGHTS: ToolSetting<FieldWeights> = ToolSetting::new("search_field_weights");
+
+/// BM25's term-frequency saturation, chosen by an admin (`{"k1": 0.5}` by
+/// default; length normalisation b follows from it; docs/search.md).
+pub const BM25: ToolSetting<Bm25> = ToolSetting::new("search_bm25");
 
 pub fn available(_ctx: &ToolContext) -> bool {
     true
@@ -283,6 +287,7 @@ pub async fn run(
             &query,
             depth + KEYWORD_SLACK,
             ctx.settings.get(&FIELD_WEIGHTS),
+            ctx.settings.get(&BM25),
         );
         tokio::task::spawn_blocking(move || {
             let t = Instant::now();
@@ -349,6 +354,7 @@ fn keyword_query(
     text: &str,
     limit: usize,
     weights: FieldWeights,
+    bm25: Bm25,
 ) -> KeywordQuery {
     KeywordQuery {
         text: text.to_string(),
@@ -359,6 +365,7 @@ fn keyword_query(
         limit,
         offset: 0,
         weights,
+        bm25,
     }
 }
 

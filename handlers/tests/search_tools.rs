@@ -799,3 +799,55 @@ async fn the_title_weight_setting_reaches_keyword_search() {
     let no_titles = alice.clone().with_settings(std::sync::Arc::new(settings));
     assert!(search(&no_titles).await.is_empty());
 }
+
+/// `search_bm25` reaches keyword search: a low k1 lets three mentions in a
+/// long passage beat one in a short passage, Tantivy's 1.2 the other way
+/// round (the ranking itself is tested in the search crate).
+#[tokio::test]
+async fn the_bm25_setting_reaches_keyword_search() {
+    let w = World::new().await;
+    let alice = w.ctx(w.alice, Some(w.alpha));
+    let mut rng = StdRng::seed_from_u64(6);
+    let filler = "the survey counted mosses ferns and grasses along the northern ridge";
+    let long = format!(
+        "lichen grows slowly on the exposed rock. {filler}. {filler}. lichen survives \
+         drought by drying out. {filler}. {filler}. a lichen is a partnership of fungus and alga."
+    );
+    let mut documents = vec![
+        ("notes/long.txt", long),
+        ("notes/short.txt", "lichen on the old wall".to_string()),
+    ];
+    let fillers: Vec<String> = (0..9).map(|n| format!("notes/filler-{n}.txt")).collect();
+    for path in &fillers {
+        documents.push((path.as_str(), filler.to_string()));
+    }
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    for (path, text) in documents {
+        let passages = vec![(text, unit_vector(&mut rng))];
+        let doc = plain_document(w.alpha, w.alpha_source, path, None, passages);
+        content::write_document(&mut tx, &doc).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    data_plane_search::follower::Follower::new(w.test.db.clone(), w.deps.index.clone())
+        .catch_up()
+        .await
+        .unwrap();
+
+    let search = async |k1: f64| {
+        let settings = data_plane_handlers::settings().with(
+            &search_documents::BM25,
+            serde_json::from_value(json!({ "k1": k1 })).unwrap(),
+        );
+        let ctx = alice.clone().with_settings(std::sync::Arc::new(settings));
+        let data = w
+            .ok(
+                "search_documents",
+                json!({ "query": "lichen", "mode": "keyword" }),
+                &ctx,
+            )
+            .await;
+        paths(&data)
+    };
+    assert_eq!(search(1.2).await, ["notes/short.txt", "notes/long.txt"]);
+    assert_eq!(search(0.35).await, ["notes/long.txt", "notes/short.txt"]);
+}

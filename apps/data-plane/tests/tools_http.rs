@@ -480,6 +480,7 @@ async fn admins_switch_web_search_for_every_replica() {
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
             "fetch_web_page_trusted_hosts": [],
+            "search_bm25": {"k1": 0.5},
             "search_field_weights": {"heading": 2.0, "title": 0.2},
             "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
@@ -561,6 +562,7 @@ async fn admins_switch_web_search_for_every_replica() {
             "tool_rate_limits": {},
             "approvals": {"tools": [], "categories": [], "annotations": []},
             "fetch_web_page_trusted_hosts": [],
+            "search_bm25": {"k1": 0.5},
             "search_field_weights": {"heading": 2.0, "title": 0.2},
             "search_fusion": {"method": "convex", "vector_weight": 0.5}
         })
@@ -581,6 +583,21 @@ async fn admins_switch_web_search_for_every_replica() {
     let (status, body) = put(json!({ "search_field_weights": {"title": 0.5} })).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["search_field_weights"], json!({"title": 0.5}));
+    // So is BM25's k1, whose b follows from it and cannot be given.
+    let (status, body) = put(json!({ "search_bm25": {"k1": 0.2} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("k1 must be above 0.3 and at most 3"),
+        "{body}"
+    );
+    let (status, body) = put(json!({ "search_bm25": {"k1": 0.9, "b": 0.4} })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = put(json!({ "search_bm25": {"k1": 1.2} })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["search_bm25"], json!({"k1": 1.2}));
     // The fusion is checked when it is set.
     let (status, body) =
         put(json!({ "search_fusion": {"method": "convex", "vector_weight": 2} })).await;

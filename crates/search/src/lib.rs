@@ -16,5 +16,5 @@ mod schema;
 pub use error::SearchError;
 pub use fusion::{DEFAULT_RRF_K, FusedHit, Fusion, reciprocal_rank_fusion};
 pub use index::{ChunkDoc, IndexOp, KeywordIndex};
-pub use query::{FieldWeights, KeywordHit, KeywordQuery, MAX_WINDOW};
+pub use query::{Bm25, FieldWeights, KeywordHit, KeywordQuery, MAX_WINDOW};
 pub use schema::is_stemmed_language;

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::{Column, StrColumn};
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, TermQuery, TermSetQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query,
+    TermQuery, TermSetQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, Searcher, Term};
@@ -94,6 +95,111 @@ impl From<FieldWeights> for WeightsSpec {
     }
 }
 
+/// BM25's term-frequency saturation `k1`, an admin setting (`search_bm25`,
+/// `{"k1": 0.5}` unless changed; docs/search.md has the measurements).
+///
+/// Tantivy's scorer fixes k1 = 1.2 and b = 0.75 but takes its corpus
+/// statistics from the caller. Reporting the average passage length `f`
+/// times its true value gives, for ranking, BM25 with `k1' = 0.3 + 0.9 / f`
+/// and `b' = 1 − 0.3 / k1'`: the product `k1 · (1 − b)` stays at Tantivy's
+/// 0.3, so length normalisation `b` follows from `k1` (k1 0.5 → b 0.4; k1
+/// 1.2 → b 0.75, Tantivy's own). A lower k1 lets a word's first
+/// occurrences count for most of its weight and lets a long passage keep
+/// more of its score.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Bm25Spec", into = "Bm25Spec")]
+pub struct Bm25 {
+    k1: f64,
+}
+
+const TANTIVY_K1: f64 = 1.2;
+/// Tantivy's `k1 · (1 − b)`, which no statistic changes.
+const TANTIVY_K1_FLOOR: f64 = 0.3;
+const DEFAULT_K1: f64 = 0.5;
+const MAX_K1: f64 = 3.0;
+
+impl Bm25 {
+    /// `k1` within (0.3, 3]; b follows as `1 − 0.3 / k1`.
+    pub fn with_k1(k1: f64) -> Result<Bm25, String> {
+        if k1.is_finite() && k1 > TANTIVY_K1_FLOOR && k1 <= MAX_K1 {
+            Ok(Bm25 { k1 })
+        } else {
+            Err(format!(
+                "k1 must be above {TANTIVY_K1_FLOOR} and at most {MAX_K1}, not {k1}"
+            ))
+        }
+    }
+
+    pub fn k1(self) -> f64 {
+        self.k1
+    }
+
+    /// The length normalisation that goes with this `k1`.
+    pub fn b(self) -> f64 {
+        1.0 - TANTIVY_K1_FLOOR / self.k1
+    }
+
+    /// What the average passage length is multiplied by for Tantivy.
+    fn length_scale(self) -> f64 {
+        (TANTIVY_K1 - TANTIVY_K1_FLOOR) / (self.k1 - TANTIVY_K1_FLOOR)
+    }
+}
+
+impl Default for Bm25 {
+    fn default() -> Self {
+        Bm25 { k1: DEFAULT_K1 }
+    }
+}
+
+/// [`Bm25`] as settings write it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Bm25Spec {
+    #[serde(default = "default_k1")]
+    k1: f64,
+}
+
+fn default_k1() -> f64 {
+    DEFAULT_K1
+}
+
+impl TryFrom<Bm25Spec> for Bm25 {
+    type Error = String;
+
+    fn try_from(spec: Bm25Spec) -> Result<Self, String> {
+        Bm25::with_k1(spec.k1)
+    }
+}
+
+impl From<Bm25> for Bm25Spec {
+    fn from(bm25: Bm25) -> Self {
+        Bm25Spec { k1: bm25.k1 }
+    }
+}
+
+/// The searcher's statistics with every field's token count scaled, which
+/// is how [`Bm25`] reaches Tantivy's scorer.
+struct ScaledLengths<'a> {
+    searcher: &'a Searcher,
+    scale: f64,
+}
+
+impl Bm25StatisticsProvider for ScaledLengths<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let tokens = Bm25StatisticsProvider::total_num_tokens(self.searcher, field)?;
+        // Rounded up, so a field with any token never averages zero.
+        Ok((tokens as f64 * self.scale).ceil() as u64)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Bm25StatisticsProvider::total_num_docs(self.searcher)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
+    }
+}
+
 /// A keyword search. Text is plain words; `"quoted phrases"` must appear as
 /// such. Nothing a user types makes the query fail.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,6 +218,7 @@ pub struct KeywordQuery {
     pub offset: usize,
     /// What headings and titles weigh against the text.
     pub weights: FieldWeights,
+    pub bm25: Bm25,
 }
 
 impl Default for KeywordQuery {
@@ -125,6 +232,7 @@ impl Default for KeywordQuery {
             limit: 10,
             offset: 0,
             weights: FieldWeights::default(),
+            bm25: Bm25::default(),
         }
     }
 }
@@ -179,15 +287,20 @@ impl KeywordIndex {
         let collector = TopDocs::with_limit(q.limit)
             .and_offset(q.offset)
             .order_by_score();
+        let statistics = ScaledLengths {
+            searcher: &searcher,
+            scale: q.bm25.length_scale(),
+        };
         let top = if clauses.is_empty() {
             // Nothing to filter out: the words alone, whose disjunction
             // Tantivy prunes with block-max WAND (blocks of a common word
             // that cannot lift a chunk into the page are skipped), where a
             // filter clause would make it score every matching chunk.
-            searcher.search(&*text, &collector)?
+            searcher.search_with_statistics_provider(&*text, &collector, &statistics)?
         } else {
             clauses.insert(0, (Occur::Must, text));
-            searcher.search(&BooleanQuery::new(clauses), &collector)?
+            let query = BooleanQuery::new(clauses);
+            searcher.search_with_statistics_provider(&query, &collector, &statistics)?
         };
         resolve_hits(&searcher, top)
     }
@@ -499,6 +612,34 @@ mod tests {
         assert_eq!(
             serde_json::to_value(FieldWeights::default()).unwrap(),
             serde_json::json!({"heading": 2.0, "title": 0.2})
+        );
+    }
+
+    #[test]
+    fn bm25_reads_k1_with_its_bounds_and_derives_b() {
+        let read = |v: serde_json::Value| serde_json::from_value::<Bm25>(v);
+        assert_eq!(read(serde_json::json!({})).unwrap(), Bm25::default());
+        assert_eq!(Bm25::default().k1(), 0.5);
+        assert!((Bm25::default().b() - 0.4).abs() < 1e-12);
+        // Tantivy's own pair needs no scaling at all.
+        let tantivy = read(serde_json::json!({"k1": 1.2})).unwrap();
+        assert!((tantivy.b() - 0.75).abs() < 1e-12);
+        assert!((tantivy.length_scale() - 1.0).abs() < 1e-12);
+        // A lower k1 reports longer passages, a higher one shorter.
+        assert!(Bm25::default().length_scale() > 1.0);
+        assert!(Bm25::with_k1(2.0).unwrap().length_scale() < 1.0);
+        for bad in [
+            serde_json::json!({"k1": 0.3}),
+            serde_json::json!({"k1": 0}),
+            serde_json::json!({"k1": 3.5}),
+            serde_json::json!({"k1": "low"}),
+            serde_json::json!({"k1": 0.9, "b": 0.4}),
+        ] {
+            assert!(read(bad.clone()).is_err(), "{bad}");
+        }
+        assert_eq!(
+            serde_json::to_value(Bm25::default()).unwrap(),
+            serde_json::json!({"k1": 0.5})
         );
     }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
-use data_plane_search::{ChunkDoc, IndexOp, KeywordIndex, KeywordQuery, MAX_WINDOW, SearchError};
+use data_plane_search::{
+    Bm25, ChunkDoc, IndexOp, KeywordIndex, KeywordQuery, MAX_WINDOW, SearchError,
+};
 use uuid::Uuid;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -348,6 +350,38 @@ fn a_word_in_the_heading_outranks_the_same_word_in_the_body() -> TestResult {
         ids(&index.search(&query("replication", &[SPACE_A]))?),
         [2, 1]
     );
+    Ok(())
+}
+
+#[test]
+fn k1_decides_between_repetition_in_a_long_passage_and_one_mention_in_a_short_one() -> TestResult {
+    let index = KeywordIndex::in_memory()?;
+    let en = Some("en");
+    let filler = "the survey counted mosses ferns and grasses along the northern ridge";
+    let long = format!(
+        "lichen grows slowly on the exposed rock. {filler}. {filler}. lichen survives \
+         drought by drying out. {filler}. {filler}. a lichen is a partnership of fungus and alga."
+    );
+    let mut chunks = vec![
+        chunk(1, 1, "/", en, "", &long),
+        chunk(2, 2, "/", en, "", "lichen on the old wall"),
+    ];
+    for n in 3..12 {
+        chunks.push(chunk(n, n as u128, "/", en, "", filler));
+    }
+    index.apply(replace_ops(chunks), 1)?;
+    let ranked = |k1: f64| -> Result<Vec<i64>, Box<dyn std::error::Error>> {
+        let q = KeywordQuery {
+            bm25: Bm25::with_k1(k1)?,
+            ..query("lichen", &[SPACE_A])
+        };
+        Ok(ids(&index.search(&q)?))
+    };
+    // Tantivy's k1 1.2 (b 0.75): the long passage pays for its length.
+    assert_eq!(ranked(1.2)?, [2, 1]);
+    // k1 0.35 (b 0.14): three mentions count for more than one, and length
+    // hardly matters.
+    assert_eq!(ranked(0.35)?, [1, 2]);
     Ok(())
 }
 
