@@ -522,6 +522,20 @@ fn plain_document(
     }
 }
 
+/// Writes `documents` in one transaction and brings the keyword index up to
+/// date with them.
+async fn write_and_index(w: &World, documents: &[NewDocument]) {
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    for doc in documents {
+        content::write_document(&mut tx, doc).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    data_plane_search::follower::Follower::new(w.test.db.clone(), w.deps.index.clone())
+        .catch_up()
+        .await
+        .unwrap();
+}
+
 /// Writes a document of `n` synthetic chunks with random vectors, or with
 /// vectors close to `near` (cosine about 0.9) when given; returns its chunk
 /// ids with their vectors.
@@ -770,13 +784,7 @@ async fn the_title_weight_setting_reaches_keyword_search() {
         Some("Quokka census"),
         passages.to_vec(),
     );
-    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
-    content::write_document(&mut tx, &doc).await.unwrap();
-    tx.commit().await.unwrap();
-    data_plane_search::follower::Follower::new(w.test.db.clone(), w.deps.index.clone())
-        .catch_up()
-        .await
-        .unwrap();
+    write_and_index(&w, &[doc]).await;
 
     let search = async |ctx: &ToolContext| {
         let data = w
@@ -821,17 +829,14 @@ async fn the_bm25_setting_reaches_keyword_search() {
     for path in &fillers {
         documents.push((path.as_str(), filler.to_string()));
     }
-    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
-    for (path, text) in documents {
-        let passages = vec![(text, unit_vector(&mut rng))];
-        let doc = plain_document(w.alpha, w.alpha_source, path, None, passages);
-        content::write_document(&mut tx, &doc).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-    data_plane_search::follower::Follower::new(w.test.db.clone(), w.deps.index.clone())
-        .catch_up()
-        .await
-        .unwrap();
+    let documents: Vec<NewDocument> = documents
+        .into_iter()
+        .map(|(path, text)| {
+            let passages = vec![(text, unit_vector(&mut rng))];
+            plain_document(w.alpha, w.alpha_source, path, None, passages)
+        })
+        .collect();
+    write_and_index(&w, &documents).await;
 
     let search = async |k1: f64| {
         let settings = data_plane_handlers::settings().with(
