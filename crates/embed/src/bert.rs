@@ -584,4 +584,50 @@ mod tests {
         check_f16(0xfc00, f32::NEG_INFINITY);
         check_f16(0x7e00, f32::NAN);
     }
+
+    /// Every way `Dense::forward` can run (the few-rows product, the general
+    /// product with the columns shared out, the general product of a full
+    /// block) gives the plain sums, on a pool of two threads.
+    #[test]
+    fn a_dense_layer_gives_the_plain_sums_at_every_size() {
+        let (inputs, outputs) = (48, 70);
+        let mut state = 11u32;
+        let mut value = || {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        };
+        let weight: Vec<f32> = (0..outputs * inputs).map(|_| value()).collect();
+        let bias: Vec<f32> = (0..outputs).map(|_| value()).collect();
+        let dense = Dense {
+            weight: Array2::from_shape_vec((outputs, inputs), weight.clone()).unwrap(),
+            bias: Array1::from_vec(bias.clone()),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for rows in [1, 13, FEW_ROWS, FEW_ROWS + 1, 100, ROW_BLOCK, ROW_BLOCK + 3] {
+            let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
+            let mut out = vec![f32::NAN; rows * outputs];
+            pool.install(|| {
+                dense.forward(
+                    &view(&x, rows, inputs).unwrap(),
+                    view_mut(&mut out, rows, outputs).unwrap(),
+                )
+            });
+            for r in 0..rows {
+                for j in 0..outputs {
+                    let sum: f64 = (0..inputs)
+                        .map(|k| f64::from(x[r * inputs + k]) * f64::from(weight[j * inputs + k]))
+                        .sum::<f64>()
+                        + f64::from(bias[j]);
+                    let got = out[r * outputs + j];
+                    assert!(
+                        (f64::from(got) - sum).abs() < 1e-4,
+                        "{rows} rows, at {r},{j}: {got} against {sum}"
+                    );
+                }
+            }
+        }
+    }
 }

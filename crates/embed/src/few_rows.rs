@@ -60,10 +60,46 @@ impl Simd {
         assert_eq!(out.dim(), (x.len() / inputs, bias.len()));
         assert_eq!(weight.len(), bias.len() * inputs);
         #[cfg(target_arch = "x86_64")]
-        self.v3
-            .vectorize(|| product_blocks(self.v3, x, inputs, weight, bias, out));
+        self.v3.vectorize(Product {
+            simd: self.v3,
+            x,
+            inputs,
+            weight,
+            bias,
+            out,
+        });
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no few-rows product without AVX2 and FMA");
+    }
+}
+
+/// One product as the function `pulp` compiles for AVX2 and FMA: its body
+/// is inlined there (`#[inline(always)]` all the way down), which a closure
+/// is only likely to be.
+#[cfg(target_arch = "x86_64")]
+struct Product<'a, 'o> {
+    simd: pulp::x86::V3,
+    x: &'a [f32],
+    inputs: usize,
+    weight: &'a [f32],
+    bias: &'a [f32],
+    out: &'a mut ArrayViewMut2<'o, f32>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl pulp::NullaryFnOnce for Product<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        product_blocks(
+            self.simd,
+            self.x,
+            self.inputs,
+            self.weight,
+            self.bias,
+            self.out,
+        );
     }
 }
 

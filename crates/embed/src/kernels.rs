@@ -95,8 +95,9 @@ fn sum(values: &[f32]) -> f32 {
     chunks.remainder().iter().sum::<f32>() + lanes.iter().sum::<f32>()
 }
 
-/// `Σ a[i] · b[i]` over the shorter of the two.
+/// `Σ a[i] · b[i]` of two slices of one length.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
     let mut lanes = [0.0f32; LANES];
     let mut a_chunks = a.chunks_exact(LANES);
     let mut b_chunks = b.chunks_exact(LANES);

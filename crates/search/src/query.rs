@@ -139,6 +139,12 @@ impl Bm25 {
         1.0 - TANTIVY_K1_FLOOR / self.k1
     }
 
+    /// Whether this is the pair Tantivy's index was written for, so that
+    /// its block-max pruning is exact.
+    fn is_tantivys(self) -> bool {
+        self.k1 == TANTIVY_K1
+    }
+
     /// What the average passage length is multiplied by for Tantivy.
     fn length_scale(self) -> f64 {
         (TANTIVY_K1 - TANTIVY_K1_FLOOR) / (self.k1 - TANTIVY_K1_FLOOR)
@@ -272,7 +278,13 @@ impl KeywordIndex {
             .iter()
             .map(|id| fields.space_term(*id))
             .collect();
-        if !holds_only(&searcher, fields.space_id, &spaces)? {
+        // Tantivy's block-max pruning bounds each block of a word's postings
+        // by one entry chosen when the block was written, under its own k1
+        // and b; with other statistics that entry may no longer be the
+        // block's best, and pruning could skip a passage that belongs on
+        // the page. So the bare words (pruned) go alone only under Tantivy's
+        // own pair; otherwise the filter stays and every match is scored.
+        if !(q.bm25.is_tantivys() && holds_only(&searcher, fields.space_id, &spaces)?) {
             clauses.push(filter(spaces));
         }
         if let Some(ids) = &q.document_ids {
@@ -292,10 +304,11 @@ impl KeywordIndex {
             scale: q.bm25.length_scale(),
         };
         let top = if clauses.is_empty() {
-            // Nothing to filter out: the words alone, whose disjunction
-            // Tantivy prunes with block-max WAND (blocks of a common word
-            // that cannot lift a chunk into the page are skipped), where a
-            // filter clause would make it score every matching chunk.
+            // Nothing to filter out (and Tantivy's own k1): the words alone,
+            // whose disjunction Tantivy prunes with block-max WAND (blocks
+            // of a common word that cannot lift a chunk into the page are
+            // skipped), where a filter clause would make it score every
+            // matching chunk.
             searcher.search_with_statistics_provider(&*text, &collector, &statistics)?
         } else {
             clauses.insert(0, (Occur::Must, text));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::*;
 use data_plane_search::{
-    Bm25, ChunkDoc, IndexOp, KeywordIndex, KeywordQuery, MAX_WINDOW, SearchError,
+    Bm25, ChunkDoc, IndexOp, KeywordHit, KeywordIndex, KeywordQuery, MAX_WINDOW, SearchError,
 };
 use uuid::Uuid;
 
@@ -385,6 +385,62 @@ fn k1_decides_between_repetition_in_a_long_passage_and_one_mention_in_a_short_on
     Ok(())
 }
 
+/// Whatever k1, a short page is the head of the whole list: no passage is
+/// skipped that belongs on it. Tantivy prunes blocks of 128 postings by an
+/// entry chosen under its own k1 and b when the block was written, which
+/// bounds the block's scores only under those, so under another k1 the
+/// search scores every match instead. The passages are built so that the
+/// entry kept for a block under k1 1.2 (a short passage naming the word
+/// once) is not the block's best under a low k1 (long passages naming it
+/// twenty or thirty times), with more than a page of those in the first
+/// blocks and better ones in later blocks.
+#[test]
+fn every_k1_gives_the_best_passages_of_the_whole_list() -> TestResult {
+    let index = KeywordIndex::in_memory()?;
+    let en = Some("en");
+    let long = |mentions: usize| {
+        format!(
+            "{} {}",
+            "lichen ".repeat(mentions),
+            "moss fern rock ridge ".repeat(70)
+        )
+    };
+    let (early, late) = (long(20), long(30));
+    let chunks = (0..3000i64)
+        .map(|i| {
+            let text = match i {
+                0..40 => early.as_str(),
+                _ if i >= 512 && i % 97 == 0 => late.as_str(),
+                _ => "lichen on rock",
+            };
+            chunk(i + 1, (i + 1) as u128, "/", en, "", text)
+        })
+        .collect();
+    index.apply(replace_ops(chunks), 1)?;
+    for k1 in [0.35, 0.5, 1.2, 2.5] {
+        let q = KeywordQuery {
+            bm25: Bm25::with_k1(k1)?,
+            ..query("lichen", &[SPACE_A])
+        };
+        // A window as large as the list cannot prune anything.
+        let whole = index.search(&KeywordQuery {
+            limit: 3000,
+            ..q.clone()
+        })?;
+        assert_eq!(whole.len(), 3000);
+        for limit in [1, 10, 50] {
+            let page = index.search(&KeywordQuery { limit, ..q.clone() })?;
+            let scores = |hits: &[KeywordHit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
+            assert_eq!(
+                scores(&page),
+                scores(&whole[..limit]),
+                "k1 {k1}, limit {limit}"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn more_matching_words_rank_higher() -> TestResult {
     let index = corpus_index()?;
@@ -659,10 +715,11 @@ fn searches_see_whole_batches_only() -> TestResult {
     Ok(())
 }
 
-/// When the caller's spaces hold every chunk, the space filter is left out
-/// (so common words can be pruned); the answer must score as the filtered
-/// search does, and a chunk of another space, live or deleted, must never
-/// reach a caller of space A alone.
+/// When the caller's spaces hold every chunk and BM25 is Tantivy's own
+/// (k1 1.2), the space filter is left out (so common words can be pruned);
+/// the answer must score as the filtered search does, and a chunk of
+/// another space, live or deleted, must never reach a caller of space A
+/// alone.
 #[test]
 fn a_search_over_every_space_ranks_as_the_filtered_one() -> TestResult {
     let index = KeywordIndex::in_memory()?;
@@ -674,7 +731,10 @@ fn a_search_over_every_space_ranks_as_the_filtered_one() -> TestResult {
         chunks.push(chunk(i + 1, (i / 3 + 1) as u128, "/m", en, "Notes", &text));
     }
     index.apply(replace_ops(chunks), 1)?;
-    let all = query("the vacuum of the table", &[SPACE_A]);
+    let all = KeywordQuery {
+        bm25: Bm25::with_k1(1.2)?,
+        ..query("the vacuum of the table", &[SPACE_A])
+    };
     // A source filter that admits everything forces the filtered path.
     let filtered = KeywordQuery {
         source_ids: Some(vec![SOURCE_1]),
