@@ -113,11 +113,24 @@ impl TestDatabase {
             .max_connections(1)
             .connect_with(base.database("postgres"))
             .await?;
-        admin
-            .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-            .await?;
+        // The pools are closed on our side, but a server process of the app
+        // role may still be on its way out; the owner may not terminate it
+        // (42501) or the database is still in use (55006) until it is gone.
+        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+        let mut tries = 0;
+        let dropped = loop {
+            match admin.execute(drop.as_str()).await {
+                Err(sqlx::Error::Database(e))
+                    if tries < 100 && matches!(e.code().as_deref(), Some("42501" | "55006")) =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                other => break other,
+            }
+        };
         admin.close().await;
-        Ok(())
+        dropped.map(|_| ())
     }
 }
 
