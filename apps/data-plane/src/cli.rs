@@ -320,6 +320,7 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         }
     });
     let ledger = state.ledger.clone();
+    let settings_cache = state.settings_cache.clone();
     if let Some(metrics_addr) = &global.limits.metrics_addr {
         crate::http::metrics::spawn_listener(metrics_addr, state.clone()).await?;
     }
@@ -328,6 +329,8 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .await?;
     // Audit records still queued are written before the process ends.
     ledger.flush().await;
+    // Writers of settings stop waiting on this replica.
+    settings_cache.end_lease().await;
     let _ = stop_tx.send(true);
     let _ = follower_task.await;
     Ok(())

@@ -6,4 +6,5 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod settings_cache;
 pub mod state;

@@ -20,6 +20,7 @@ use crate::access::Identities;
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::http::chat_limits::ChatLimiter;
 use crate::http::metrics::Metrics;
+use crate::settings_cache::SettingsCache;
 
 #[derive(Clone, Debug)]
 pub struct AppState {
@@ -45,6 +46,8 @@ pub struct AppState {
     pub modules: Arc<Modules>,
     /// Chat runs: this replica's, and the way to reach others'.
     pub runs: Runs,
+    /// The run-time settings, held under a lease.
+    pub settings_cache: Arc<SettingsCache>,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -121,11 +124,14 @@ impl AppState {
         )?);
         let identities = Arc::new(Identities::new(db.clone()));
         identities.listen();
+        let settings_cache = SettingsCache::new(db.clone());
+        settings_cache.start(settings_from);
         let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
         Ok(AppState {
             modules,
             runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,
+            settings_cache,
             pipeline: Arc::new(Pipeline::new(db.clone(), embedder)),
             db,
             index,
@@ -211,9 +217,19 @@ impl AppState {
         }
     }
 
-    /// The run-time settings as stored now. Read on every request that needs
-    /// them, so an admin's change reaches every replica on its next request.
-    pub async fn settings(&self) -> Result<Settings, data_plane_store::StoreError> {
+    /// The run-time settings, as every replica applies them: from this
+    /// replica's cache while its lease runs, else from the database. A
+    /// change is answered only once every live lease holds it
+    /// (`settings_cache`), so the next request sees it here too.
+    pub async fn settings(&self) -> Result<Arc<Settings>, data_plane_store::StoreError> {
+        match self.settings_cache.get() {
+            Some(settings) => Ok(settings),
+            None => self.stored_settings().await.map(Arc::new),
+        }
+    }
+
+    /// The run-time settings read from the database now.
+    pub async fn stored_settings(&self) -> Result<Settings, data_plane_store::StoreError> {
         let stored = data_plane_store::settings::load_unscoped(self.db.pool()).await?;
         Ok(settings_from(stored))
     }

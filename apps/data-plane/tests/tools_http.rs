@@ -9,6 +9,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_ingest::pipeline::{Pipeline, Target};
@@ -455,6 +457,94 @@ async fn execute_streams_events_then_the_result() {
     assert_eq!(seen[0].2["name"], "read_document");
     assert_eq!(seen[1].2["result"]["data"]["end"], 10);
     assert_eq!(seen[0].2["call_id"], seen[1].2["call_id"]);
+}
+
+/// A settings change is answered only once every live lease holds it: a
+/// replica that has not heard it yet (here a lease written by hand, as a
+/// replica cut off from its notifications would leave it) holds the answer
+/// back until its lease ends, when that replica has stopped serving from
+/// its cache. Meanwhile the replicas that did hear it apply it at once.
+#[tokio::test]
+async fn a_settings_change_waits_for_every_live_lease() {
+    let w = world().await;
+    // The replicas' own leases are in place before the test goes on.
+    for _ in 0..200 {
+        if w.state.settings_cache.get().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(w.state.settings_cache.get().is_some(), "no lease after 2 s");
+
+    let lagging = Uuid::new_v4();
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    sqlx::query(
+        "INSERT INTO settings_replicas (replica, heard, alive_until)
+         VALUES ($1, 0, clock_timestamp() + interval '1500 milliseconds')",
+    )
+    .bind(lagging)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let started = std::time::Instant::now();
+    let r = client()
+        .put(format!("{}/v1/admin/settings", w.base))
+        .bearer_auth(w.admin())
+        .json(&json!({ "web_search_enabled": true }))
+        .send()
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        waited >= Duration::from_millis(1_300),
+        "answered after {waited:?}, before the lagging lease ended"
+    );
+    // Both real replicas hold the change and apply it from their caches.
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let (version, behind): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT version FROM settings_version),
+                (SELECT count(*) FROM settings_replicas
+                  WHERE heard < (SELECT version FROM settings_version) AND replica <> $1)",
+    )
+    .bind(lagging)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(version > 1);
+    assert_eq!(behind, 0, "a live replica has not heard version {version}");
+    assert!(w.state.settings_cache.get().unwrap().web_search_enabled);
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(names(&tools).iter().any(|n| n == "web_search"));
+
+    // With no lease behind, a change is answered without that wait, and a
+    // lease given up (a replica shutting down) is no longer waited on.
+    w.state.settings_cache.end_lease().await;
+    assert!(w.state.settings_cache.get().is_none());
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let leases: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM settings_replicas WHERE alive_until > clock_timestamp()",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(leases, 1, "only the other replica's lease is left");
+    let r = client()
+        .put(format!("{}/v1/admin/settings", w.base))
+        .bearer_auth(w.admin())
+        .json(&json!({ "web_search_enabled": false }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The replica without a lease reads the database per request.
+    assert!(!w.state.settings().await.unwrap().web_search_enabled);
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(!names(&tools).iter().any(|n| n == "web_search"));
 }
 
 #[tokio::test]

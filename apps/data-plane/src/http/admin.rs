@@ -32,7 +32,7 @@ pub async fn get(
     caller: Caller,
 ) -> Result<Json<Settings>, ApiError> {
     require_admin(&caller, SETTINGS)?;
-    Ok(Json(state.settings().await?))
+    Ok(Json(state.stored_settings().await?))
 }
 
 /// `PUT /v1/admin/settings`: any subset of the settings; the rest keep
@@ -44,7 +44,7 @@ pub async fn put(
 ) -> Result<Json<Settings>, ApiError> {
     require_admin(&caller, SETTINGS)?;
     let updated = state
-        .settings()
+        .stored_settings()
         .await?
         .apply(&changes)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -82,11 +82,34 @@ pub async fn put(
         Some(caller.user_id),
     )
     .await?;
+    let version = data_plane_store::settings::version(&mut tx).await?;
     tx.commit()
         .await
         .map_err(data_plane_store::StoreError::from)?;
+    // Answered once every replica holds the change, so that any request
+    // after this answer, wherever it lands, applies it.
+    let heard = state
+        .settings_cache
+        .wait_until_heard(version)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, version, "cannot tell whether every replica holds a settings change");
+            not_yet_everywhere()
+        })?;
+    if !heard {
+        return Err(not_yet_everywhere());
+    }
     tracing::info!(user = %caller.user_id, settings = ?updated, "settings changed");
     Ok(Json(updated))
+}
+
+/// The change is stored, but not every replica has confirmed holding it.
+fn not_yet_everywhere() -> ApiError {
+    ApiError::new(
+        super::ErrorCode::Unavailable,
+        "the change is stored, but not every replica has confirmed it yet; \
+         GET /v1/admin/settings shows what is stored, and every replica applies it within seconds",
+    )
 }
 
 /// `GET /v1/admin/modules`: each configured module with its URL, state,

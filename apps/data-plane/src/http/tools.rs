@@ -1,8 +1,6 @@
 //! The tools over HTTP: the list for a context, and execution as JSON or as
 //! an event stream of the call's ToolEvents followed by the result.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -48,7 +46,7 @@ pub async fn context(
         .map_or_else(|| Uuid::new_v4().to_string(), str::to_string);
     Ok(
         ToolContext::new(caller.user_id, space_id, caller.permission)
-            .with_settings(Arc::new(settings))
+            .with_settings(settings)
             .with_request_id(request_id)
             .with_deployment(state.deployment.now()),
     )
