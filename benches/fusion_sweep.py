@@ -14,6 +14,7 @@ retrievers; the chosen one is then confirmed by benches/quality.sh.
 
 import json
 import math
+import statistics
 import sys
 
 
@@ -52,22 +53,37 @@ def rrf(k, depth):
 def convex(vector_weight, depth, scale):
     def fuse(row):
         score, abstract = {}, {}
-        for hits, weight in ((row.get("vector", []), vector_weight), (row.get("keyword", []), 1 - vector_weight)):
+        for side, hits, weight in (
+            ("vector", row.get("vector", []), vector_weight),
+            ("keyword", row.get("keyword", []), 1 - vector_weight),
+        ):
             hits = hits[:depth]
             if not hits:
                 continue
             values = [h[2] for h in hits]
-            lo, hi = min(values), max(values)
-            for chunk, path, s in hits:
-                if scale == "min-max":
-                    scaled = (s - lo) / (hi - lo) if hi > lo else 1.0
-                else:  # by the best only
-                    scaled = s / hi if hi else 0.0
+            for (chunk, path, _), scaled in zip(hits, scaled_scores(values, scale, side == "vector")):
                 score[chunk] = score.get(chunk, 0.0) + weight * scaled
                 abstract[chunk] = path
         return abstracts(abstract[c] for c in sorted(score, key=lambda c: -score[c]))
 
     return fuse
+
+
+def scaled_scores(values, scale, is_vector):
+    """One list's scores on the scale the fusion adds them on."""
+    lo, hi = min(values), max(values)
+    mean, sd = statistics.mean(values), statistics.pstdev(values) or 1.0
+    if scale == "min-max":
+        return [(v - lo) / (hi - lo) if hi > lo else 1.0 for v in values]
+    if scale == "by-best":
+        return [v / hi if hi else 0.0 for v in values]
+    if scale == "z-score":
+        return [(v - mean) / sd for v in values]
+    if scale == "mean-3sd":  # distribution-based: mean ± 3 standard deviations to 0..1
+        return [(v - mean + 3 * sd) / (6 * sd) for v in values]
+    if scale == "cosine-as-is":  # the vector list's cosines unscaled, keyword by its best
+        return values if is_vector else [v / hi if hi else 0.0 for v in values]
+    raise ValueError(scale)
 
 
 def main():
@@ -84,6 +100,9 @@ def main():
         report(f"rrf k=60 depth={depth}", rrf(60, depth))
     for scale in ("min-max", "by-best"):
         for w in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
+            report(f"convex {scale} vector_weight={w}", convex(w, 50, scale))
+    for scale in ("z-score", "mean-3sd", "cosine-as-is"):
+        for w in (0.4, 0.5, 0.6):
             report(f"convex {scale} vector_weight={w}", convex(w, 50, scale))
     for depth in (10, 30):
         report(f"convex min-max 0.5 depth={depth}", convex(0.5, depth, "min-max"))

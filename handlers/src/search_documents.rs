@@ -66,8 +66,9 @@ pub const META: ToolMeta = ToolMeta {
 };
 
 /// How hybrid mode merges the vector and keyword lists, chosen by an admin
-/// (`{"method": "convex", "vector_weight": 0.5}`, the default, or
-/// `{"method": "rrf", "k": 60}`; docs/search.md has the measurements).
+/// (`{"method": "convex", "vector_weight": 0.5, "scale": "mean_3sd"}`, the
+/// default, or `{"method": "rrf", "k": 60}`; docs/search.md has the
+/// measurements).
 pub const FUSION: ToolSetting<Fusion> = ToolSetting::new("search_fusion");
 
 /// What a word weighs in a passage's heading and in its document's title

@@ -572,7 +572,7 @@ async fn admins_switch_web_search_for_every_replica() {
             "fetch_web_page_trusted_hosts": [],
             "search_bm25": {"k1": 0.5},
             "search_field_weights": {"heading": 2.0, "title": 0.2},
-            "search_fusion": {"method": "convex", "vector_weight": 0.5}
+            "search_fusion": {"method": "convex", "vector_weight": 0.5, "scale": "mean_3sd"}
         })
     );
 
@@ -654,7 +654,7 @@ async fn admins_switch_web_search_for_every_replica() {
             "fetch_web_page_trusted_hosts": [],
             "search_bm25": {"k1": 0.5},
             "search_field_weights": {"heading": 2.0, "title": 0.2},
-            "search_fusion": {"method": "convex", "vector_weight": 0.5}
+            "search_fusion": {"method": "convex", "vector_weight": 0.5, "scale": "mean_3sd"}
         })
     );
     // Field weights are checked when they are set (a field left out keeps

@@ -14,7 +14,7 @@ mod query;
 mod schema;
 
 pub use error::SearchError;
-pub use fusion::{DEFAULT_RRF_K, FusedHit, Fusion, reciprocal_rank_fusion};
+pub use fusion::{DEFAULT_RRF_K, FusedHit, Fusion, Scale, reciprocal_rank_fusion};
 pub use index::{ChunkDoc, IndexOp, KeywordIndex};
 pub use query::{Bm25, FieldWeights, KeywordHit, KeywordQuery, MAX_WINDOW};
 pub use schema::is_stemmed_language;
