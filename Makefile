@@ -14,10 +14,10 @@ DEMO_SPACE ?= demo
 # its own crate folder.
 DOTENV_KEYS := $(shell sed -n 's/^[[:space:]]*\(export[[:space:]]*\)\{0,1\}\([A-Za-z_][A-Za-z0-9_]*\)=.*/\2/p' .env 2>/dev/null)
 ifeq ($(filter DATABASE_URL,$(DOTENV_KEYS)),)
-export DATABASE_URL ?= postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane
+export DATABASE_URL ?= postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane?sslmode=disable
 endif
 ifeq ($(filter DATABASE_OWNER_URL,$(DOTENV_KEYS)),)
-export DATABASE_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane
+export DATABASE_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane?sslmode=disable
 endif
 ifeq ($(filter DATA_PLANE_DATA_DIR,$(DOTENV_KEYS)),)
 export DATA_PLANE_DATA_DIR ?= $(CURDIR)/.data
@@ -25,7 +25,7 @@ endif
 ifeq ($(filter DATA_PLANE_MODEL_DIR,$(DOTENV_KEYS)),)
 export DATA_PLANE_MODEL_DIR ?= $(CURDIR)/.data/model/all-MiniLM-L6-v2
 endif
-export DATA_PLANE_TEST_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres
+export DATA_PLANE_TEST_OWNER_URL ?= postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable
 export DATA_PLANE_TEST_APP_PASSWORD ?= data_plane_app
 
 .PHONY: help setup build run test lint bench model model-smoke

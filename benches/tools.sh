@@ -13,7 +13,7 @@ PORT="${BENCH_PORT:-18089}"
 DB=dp_bench_search
 BASE="http://127.0.0.1:$PORT"
 DATA=.data/bench/http
-OWNER_URL="${DATA_PLANE_TEST_OWNER_URL:-postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres}"
+OWNER_URL="${DATA_PLANE_TEST_OWNER_URL:-postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable}"
 
 as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
 if ! command -v wrk >/dev/null; then
@@ -37,7 +37,7 @@ else
 fi
 mkdir -p "$DATA"
 ln -sfn "$PWD/.data/bench/search-index" "$DATA/index"
-export DATABASE_URL="postgres://data_plane_app:data_plane_app@127.0.0.1:5432/$DB"
+export DATABASE_URL="postgres://data_plane_app:data_plane_app@127.0.0.1:5432/$DB?sslmode=disable"
 export DATABASE_OWNER_URL="${OWNER_URL%/*}/$DB"
 export DATA_PLANE_DATA_DIR="$DATA" DATA_PLANE_ADDR="127.0.0.1:$PORT" RUST_LOG=warn
 export DATA_PLANE_MODEL_DIR="${DATA_PLANE_MODEL_DIR:-$PWD/.data/model/all-MiniLM-L6-v2}"

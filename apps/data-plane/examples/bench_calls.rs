@@ -129,10 +129,17 @@ async fn main() {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(POOL);
-    // BENCH_SSLMODE=disable compares against TLS to PostgreSQL (sqlx's
-    // default, `prefer`, negotiates it when the server offers it).
+    // BENCH_SSLMODE=prefer (or any mode) replaces the owner URL's own
+    // (`disable` by default): `prefer` is sqlx's default, TLS whenever the
+    // server offers it.
     let url = match std::env::var("BENCH_SSLMODE") {
-        Ok(mode) => format!("{}?sslmode={mode}", test.app_url),
+        Ok(mode) => {
+            let base = test
+                .app_url
+                .split_once('?')
+                .map_or(test.app_url.as_str(), |(b, _)| b);
+            format!("{base}?sslmode={mode}")
+        }
         Err(_) => test.app_url.clone(),
     };
     let db = Db::connect(&url, pool).await.unwrap();

@@ -22,7 +22,7 @@ pub struct GlobalArgs {
         long,
         env = "DATABASE_URL",
         global = true,
-        default_value = "postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane"
+        default_value = "postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane?sslmode=disable"
     )]
     pub database_url: String,
 
@@ -31,7 +31,7 @@ pub struct GlobalArgs {
         long,
         env = "DATABASE_OWNER_URL",
         global = true,
-        default_value = "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane"
+        default_value = "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane?sslmode=disable"
     )]
     pub owner_url: String,
 

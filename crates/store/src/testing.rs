@@ -35,7 +35,8 @@ impl TestDatabase {
     /// When the environment is not set up: tests need the real PostgreSQL.
     pub async fn create() -> TestDatabase {
         let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".to_string()
+            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable"
+                .to_string()
         });
         let app_password = std::env::var("DATA_PLANE_TEST_APP_PASSWORD")
             .unwrap_or_else(|_| "data_plane_app".to_string());

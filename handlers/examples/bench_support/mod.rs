@@ -42,13 +42,18 @@ impl BenchDatabase {
         index_dir: &Path,
     ) -> anyhow::Result<BenchDatabase> {
         let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres".into()
+            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable"
+                .into()
         });
         let app_password = std::env::var("DATA_PLANE_TEST_APP_PASSWORD")
             .unwrap_or_else(|_| "data_plane_app".into());
         let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;
+        // The owner URL's parameters (sslmode) apply to the app role too.
+        let query = owner_url
+            .split_once('?')
+            .map_or(String::new(), |(_, q)| format!("?{q}"));
         let app_url = format!(
-            "postgres://data_plane_app:{app_password}@{}:{}/{name}",
+            "postgres://data_plane_app:{app_password}@{}:{}/{name}{query}",
             base.get_host(),
             base.get_port()
         );
