@@ -3,7 +3,9 @@
 # authenticates the same way and runs `SELECT 1`, and /healthz: the real
 # router on 127.0.0.1 over a test database, driven by wrk at 1 and 64
 # connections. Prints p50/p99/requests per second and each as a ratio to the
-# trivial-query route of the same run. BENCH_SECONDS sets each run's length.
+# trivial-query route of the same run; then PostgreSQL's own ceiling for the
+# same transaction (pgbench, pipelined into one round trip) and the HTTP
+# call's share of it. BENCH_SECONDS sets each run's length.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

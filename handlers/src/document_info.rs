@@ -61,6 +61,17 @@ pub struct Output {
     pub metadata: Value,
 }
 
+/// The whole read: `$1` the document, `$2` the context's space or NULL.
+/// Public so that `bench_calls` can time the very same statement in
+/// PostgreSQL's own client.
+pub const QUERY: &str =
+    "SELECT d.id, d.space_id, d.source_id, s.name AS source, d.path, d.name, d.mime,
+        d.size_bytes, d.title, d.language, d.version, d.created_at, d.updated_at,
+        d.metadata - 'pages' AS metadata,
+        (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks
+   FROM documents d JOIN sources s ON s.id = d.source_id
+  WHERE d.id = $1 AND ($2::uuid IS NULL OR d.space_id = $2)";
+
 pub async fn run(
     deps: &Deps,
     args: Args,
@@ -68,19 +79,12 @@ pub async fn run(
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
     let mut tx = deps.read(NAME, ctx).await?;
-    let row: Option<DocRow> = sqlx::query_as(
-        "SELECT d.id, d.space_id, d.source_id, s.name AS source, d.path, d.name, d.mime,
-                d.size_bytes, d.title, d.language, d.version, d.created_at, d.updated_at,
-                d.metadata - 'pages' AS metadata,
-                (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks
-           FROM documents d JOIN sources s ON s.id = d.source_id
-          WHERE d.id = $1 AND ($2::uuid IS NULL OR d.space_id = $2)",
-    )
-    .bind(args.document_id)
-    .bind(ctx.space_id)
-    .fetch_optional(&mut *tx)
-    .await
-    .map_err(|e| internal(NAME, e))?;
+    let row: Option<DocRow> = sqlx::query_as(QUERY)
+        .bind(args.document_id)
+        .bind(ctx.space_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| internal(NAME, e))?;
     let Some(d) = row else {
         return Err(not_found(args.document_id));
     };

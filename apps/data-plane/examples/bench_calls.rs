@@ -10,6 +10,13 @@
 //! Prints one `name value` line per figure, and each figure as a ratio to
 //! the trivial-query route measured in the same run.
 //!
+//! Then PostgreSQL's own ceiling, with pgbench (it ships with the server)
+//! on the run's database as the same user: document_info's transaction
+//! (the identity, the handler's statement, the rollback) pipelined into one
+//! round trip with prepared statements, which no driver can beat, and
+//! `SELECT 1`; the HTTP call's throughput is printed as a share of the
+//! pipelined transaction's. Skipped, saying so, where pgbench is missing.
+//!
 //! `benches/calls.sh` (or `cargo run --release -p data-plane --example
 //! bench_calls -- [SECONDS]`), after `make setup`; needs `wrk` on PATH.
 // A benchmark fails loudly: there is no caller to hand an error to.
@@ -281,5 +288,149 @@ async fn main() {
             f.rps / rps
         );
     }
+    // The ceiling PostgreSQL itself sets on this machine: its own client
+    // (pgbench, shipped with the server) on the statements the tool sends,
+    // pipelined into one round trip, which no driver can beat.
+    if only.is_none() {
+        postgres_ceiling(
+            &url,
+            user,
+            space.id,
+            document,
+            &figures,
+            seconds,
+            dir.path(),
+        );
+    }
     test.destroy().await.unwrap();
+}
+
+/// pgbench on the database of the run, with the bench's user, space and
+/// document: document_info's transaction (the identity, the handler's own
+/// statement, the rollback) sent as one pipeline, and `SELECT 1`, each at 1
+/// and 64 clients; then the HTTP call's throughput as a share of the
+/// pipelined transaction's. Skipped, saying so, without pgbench.
+fn postgres_ceiling(
+    url: &str,
+    user: uuid::Uuid,
+    space: uuid::Uuid,
+    document: uuid::Uuid,
+    figures: &[(&str, u32, Figures)],
+    seconds: u64,
+    dir: &std::path::Path,
+) {
+    let Some(pgbench) = find_pgbench() else {
+        println!("calls.pg skipped: no pgbench on PATH or in /usr/lib/postgresql/*/bin");
+        return;
+    };
+    // pgbench names its parameters :name; with -M prepared they are bound
+    // as parameters, as the driver binds $1 and $2.
+    let query = data_plane_handlers::document_info::QUERY
+        .replace("$1", ":document")
+        .replace("$2", ":space")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let identity = "SELECT set_config('data_plane.user_id', :user, true), \
+                    set_config('data_plane.system', 'off', true);";
+    let vars = [
+        ("user", user.to_string()),
+        ("space", space.to_string()),
+        ("document", document.to_string()),
+    ];
+    // Once, unpipelined, failing unless the statement finds the document
+    // under this identity: a ceiling measured on an empty answer means nothing.
+    let check = dir.join("pg_check.sql");
+    std::fs::write(
+        &check,
+        format!("BEGIN;\n{identity}\nSELECT 1 / count(*) FROM ({query}) q;\nROLLBACK;\n"),
+    )
+    .unwrap();
+    run_pgbench(&pgbench, url, &check, 1, None, &vars);
+    let pipelined = dir.join("pg_document_info.sql");
+    std::fs::write(
+        &pipelined,
+        format!("\\startpipeline\nBEGIN;\n{identity}\n{query};\nROLLBACK;\n\\endpipeline\n"),
+    )
+    .unwrap();
+    let select1 = dir.join("pg_select1.sql");
+    std::fs::write(&select1, "SELECT 1;\n").unwrap();
+    for clients in [1, 64] {
+        for (name, script) in [
+            ("document_info_pipelined", &pipelined),
+            ("select1", &select1),
+        ] {
+            let (tps, latency_ms) =
+                run_pgbench(&pgbench, url, script, clients, Some(seconds), &vars);
+            println!("calls.pg.{name}.c{clients} latency_avg_ms {latency_ms:.3} tps {tps:.0}");
+            if name == "document_info_pipelined"
+                && let Some((_, _, f)) = figures
+                    .iter()
+                    .find(|(n, c, _)| *n == "document_info" && *c == clients)
+            {
+                println!(
+                    "calls.document_info.c{clients}.ratio_to_pg_pipelined rps {:.2}",
+                    f.rps / tps
+                );
+            }
+        }
+    }
+}
+
+fn find_pgbench() -> Option<std::path::PathBuf> {
+    let on_path = std::process::Command::new("pgbench")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if on_path {
+        return Some("pgbench".into());
+    }
+    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin/pgbench"))
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Runs pgbench (a duration, or one transaction when `seconds` is None)
+/// and answers transactions per second and the average latency in ms.
+fn run_pgbench(
+    pgbench: &std::path::Path,
+    url: &str,
+    script: &std::path::Path,
+    clients: u32,
+    seconds: Option<u64>,
+    vars: &[(&str, String)],
+) -> (f64, f64) {
+    let mut cmd = std::process::Command::new(pgbench);
+    cmd.args(["-n", "-M", "prepared", "-f"])
+        .arg(script)
+        .arg(format!("-c{clients}"))
+        .arg(format!("-j{}", clients.min(2)));
+    match seconds {
+        Some(s) => cmd.arg(format!("-T{s}")),
+        None => cmd.arg("-t1"),
+    };
+    for (name, value) in vars {
+        cmd.arg("-D").arg(format!("{name}={value}"));
+    }
+    let out = cmd.arg(url).output().expect("pgbench runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("number of failed transactions: 0 "),
+        "pgbench failed on {}: {text}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("pgbench printed no '{prefix}': {text}"))
+    };
+    (value("tps = "), value("latency average = "))
 }
