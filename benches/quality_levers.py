@@ -1,0 +1,330 @@
+"""Tries retrieval levers beyond the fusion offline, on SciFact's training claims.
+
+    BENCH_QUALITY_DUMP=/tmp/quality.jsonl bash benches/quality.sh
+    bash benches/quality_levers.sh /tmp/quality.jsonl
+
+Reads the claims' vector and keyword passages from the quality benchmark's
+dump (see benches/fusion_sweep.py), every passage's stored embedding from
+the benchmark's database, and embeds what a lever needs with the same
+model through ONNX Runtime (the graph of benches/embed_onnx.py, which
+matches our engine to a cosine of 0.999+). Abstracts are ranked and scored
+as benches/quality.sh scores the tool (nDCG@10 and recall@50, abstracts by
+their best passage), and every list is scaled as the default fusion scales
+it (mean ± 3 standard deviations to 0..1) before a weighted sum.
+
+The levers:
+
+- dense pseudo-relevance feedback (Rocchio): the query vector plus beta
+  times the mean of the top k passages' vectors (of the fused, the vector
+  or the keyword list), searched again exactly over every passage, and
+  fused with the keyword list;
+- a bonus for passages both retrievers found (CombMNZ-style);
+- fusing abstracts rather than passages (each side's best passage per
+  abstract, optionally plus a share of its second best);
+- one vector per abstract for its title, as a third list;
+- one vector per sentence (the sentence alone, and the title followed by
+  the sentence), an abstract scored by its best sentence: alone, fused
+  with the keyword list, three ways with the passage vectors too, and as a
+  reranker of the two lists' candidates only.
+
+The sentence vectors (about 45,000 per variant; some 8 minutes each on two
+cores) are kept in CACHE and reused.
+"""
+
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from embed_onnx import build_graph  # noqa: E402
+from fusion_sweep import abstracts, ndcg, recall, scaled_scores  # noqa: E402
+
+# Sentence ends: . ! or ? then space, then what starts a sentence.
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+class Encoder:
+    def __init__(self, model_dir):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 2
+        self.session = ort.InferenceSession(
+            build_graph(model_dir).SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        # Our engine reads at most 256 word pieces, as the model was trained.
+        self.tokenizer.enable_truncation(256)
+
+    def __call__(self, text):
+        ids = np.array(self.tokenizer.encode(text).ids, dtype=np.int64)
+        return self.session.run(None, {"input_ids": ids})[0][0]
+
+
+def passage_vectors(db_url):
+    """Every passage's id, abstract and stored embedding."""
+    sql = (
+        "COPY (SELECT c.id, regexp_replace(d.path, '\\.txt$', ''), c.embedding::text"
+        " FROM chunks c JOIN documents d ON d.id = c.document_id) TO STDOUT"
+    )
+    # Row-level security holds for the owner too: read as the system scope.
+    out = subprocess.run(
+        ["psql", db_url, "-Atq", "-c", "BEGIN", "-c", "SET LOCAL data_plane.system = on", "-c", sql, "-c", "COMMIT"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    ids, docs, vectors = [], [], []
+    for line in out.splitlines():
+        chunk, doc, vector = line.split("\t")
+        ids.append(int(chunk))
+        docs.append(doc)
+        vectors.append(json.loads(vector))
+    return np.array(ids), docs, np.array(vectors, dtype=np.float32)
+
+
+def sentence_vectors(corpus, encode, cache, with_title):
+    name = "title-sentence" if with_title else "sentence"
+    vectors_file, docs_file = cache / f"{name}.npy", cache / f"{name}.json"
+    if vectors_file.exists() and docs_file.exists():
+        return json.loads(docs_file.read_text()), np.load(vectors_file)
+    print(f"embedding every {name} of the corpus (once; kept in {cache})", file=sys.stderr, flush=True)
+    docs, vectors = [], []
+    for doc in corpus:
+        for sentence in SENTENCE_END.split(doc["text"].strip()):
+            if sentence.strip():
+                docs.append(doc["_id"])
+                vectors.append(encode(f"{doc['title']}\n\n{sentence}" if with_title else sentence))
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(vectors_file, np.array(vectors, dtype=np.float32))
+    docs_file.write_text(json.dumps(docs))
+    return docs, np.load(vectors_file)
+
+
+def scaled(items):
+    """(key, score) pairs with the scores on the default fusion's scale."""
+    if not items:
+        return []
+    return list(zip((k for k, _ in items), scaled_scores([v for _, v in items], "mean-3sd", False)))
+
+
+def fuse(lists):
+    """Weighted sum of scaled lists of (key, score), best first."""
+    total = {}
+    for items, weight in lists:
+        for key, value in scaled(items):
+            total[key] = total.get(key, 0.0) + weight * value
+    return sorted(total, key=lambda k: -total[k])
+
+
+def by_abstract(hits):
+    """A passage list as (abstract, its best passage's score), best first."""
+    best = {}
+    for _, doc, score in hits:
+        best.setdefault(doc, score)
+    return list(best.items())
+
+
+def passages(hits):
+    return [(chunk, score) for chunk, _, score in hits]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dump", type=pathlib.Path)
+    parser.add_argument("--fixture", type=pathlib.Path, default=pathlib.Path("../shared/fixtures/scifact-train"))
+    parser.add_argument("--model", type=pathlib.Path, required=True)
+    parser.add_argument("--db", required=True, help="the quality benchmark's database (owner URL)")
+    parser.add_argument("--cache", type=pathlib.Path, default=pathlib.Path(".data/bench/quality-levers"))
+    args = parser.parse_args()
+
+    rows = [json.loads(line) for line in args.dump.open()]
+    claims = {q["_id"]: q["text"] for q in map(json.loads, (args.fixture / "queries.jsonl").open())}
+    corpus = [json.loads(line) for line in (args.fixture / "corpus.jsonl").open()]
+    encode = Encoder(args.model)
+    query = {r["id"]: encode(claims[r["id"]]) for r in rows}
+    ids, docs, vectors = passage_vectors(args.db)
+    row_of = {chunk: i for i, chunk in enumerate(ids)}
+    doc_of = dict(zip(ids.tolist(), docs))
+
+    baseline = []
+
+    def report(name, rank):
+        """rank(row) gives abstracts best first. Prints the mean nDCG@10 and
+        recall@50, and the paired difference in nDCG@10 from the default
+        fusion, with one standard error over the claims."""
+        n, r = [], []
+        for row in rows:
+            ranked = rank(row)
+            n.append(ndcg(ranked, row["relevant"]))
+            r.append(recall(ranked, row["relevant"]))
+        n = np.array(n)
+        if not baseline:
+            baseline.append(n)
+        diff = n - baseline[0]
+        error = diff.std(ddof=1) / np.sqrt(len(diff))
+        print(
+            f"{name:66} ndcg@10 {n.mean():.4f} ({diff.mean():+.4f} ± {error:.4f})  recall@50 {np.mean(r):.4f}",
+            flush=True,
+        )
+
+    def as_abstracts(order):
+        return abstracts(doc_of[c] for c in order)
+
+    def hybrid(row, vector_weight=0.5):
+        return fuse([(passages(row["vector"]), vector_weight), (passages(row["keyword"]), 1 - vector_weight)])
+
+    report("the default fusion (mean-3sd, 0.5)", lambda row: as_abstracts(hybrid(row)))
+    # The lists below that score abstracts fuse abstracts; this is their baseline.
+    report(
+        "the default fusion of abstracts (each list's best passage)",
+        lambda row: fuse([(by_abstract(row["vector"]), 0.5), (by_abstract(row["keyword"]), 0.5)]),
+    )
+
+    # Dense pseudo-relevance feedback.
+    def nearest(vector, n=50):
+        scores = vectors @ vector
+        top = np.argpartition(-scores, n)[:n]
+        top = top[np.argsort(-scores[top])]
+        return [(int(ids[i]), float(scores[i])) for i in top]
+
+    def feedback(source, k, beta):
+        def rank(row):
+            if source == "fused":
+                top = hybrid(row)[:k]
+            else:
+                top = [h[0] for h in row[source][:k]]
+            moved = query[row["id"]].copy()
+            if top:  # a list can be empty (a claim no keyword matches)
+                moved += beta * vectors[[row_of[c] for c in top]].mean(axis=0)
+                moved /= np.linalg.norm(moved)
+            return as_abstracts(fuse([(nearest(moved), 0.5), (passages(row["keyword"]), 0.5)]))
+
+        return rank
+
+    for source in ("fused", "vector", "keyword"):
+        for k in (3, 5, 10):
+            for beta in (0.5, 1.0, 2.0):
+                report(f"dense feedback from {source} top {k}, beta {beta}", feedback(source, k, beta))
+
+    # A bonus for passages found by both retrievers.
+    def both_bonus(bonus):
+        def rank(row):
+            found = {}
+            for side in ("vector", "keyword"):
+                for chunk, _, _ in row[side]:
+                    found[chunk] = found.get(chunk, 0) + 1
+            total = {}
+            for side in ("vector", "keyword"):
+                for chunk, value in scaled(passages(row[side])):
+                    total[chunk] = total.get(chunk, 0.0) + 0.5 * value
+            order = sorted(total, key=lambda c: -total[c] * (1 + bonus * (found[c] - 1)))
+            return as_abstracts(order)
+
+        return rank
+
+    for bonus in (0.1, 0.3):
+        report(f"found by both: score x {1 + bonus}", both_bonus(bonus))
+
+    # Abstracts fused instead of passages.
+    def abstract_fusion(vector_weight, second):
+        def rank(row):
+            total = {}
+            for side, weight in (("vector", vector_weight), ("keyword", 1 - vector_weight)):
+                per = {}
+                for chunk, value in scaled(passages(row[side])):
+                    per.setdefault(doc_of[chunk], []).append(value)
+                for doc, values in per.items():
+                    values.sort(reverse=True)
+                    extra = second * values[1] if len(values) > 1 else 0.0
+                    total[doc] = total.get(doc, 0.0) + weight * (values[0] + extra)
+            return sorted(total, key=lambda d: -total[d])
+
+        return rank
+
+    for vector_weight in (0.45, 0.5, 0.55):
+        for second in (0.0, 0.1, 0.3):
+            report(f"abstracts fused, vector {vector_weight}, second best x {second}", abstract_fusion(vector_weight, second))
+
+    # Title vectors as a third list.
+    titles = np.array([encode(doc["title"]) for doc in corpus], dtype=np.float32)
+    title_ids = [doc["_id"] for doc in corpus]
+
+    def title_list(row, n=50):
+        scores = titles @ query[row["id"]]
+        top = np.argsort(-scores)[:n]
+        return [(title_ids[i], float(scores[i])) for i in top]
+
+    report("title vectors alone", lambda row: [d for d, _ in title_list(row)])
+    for title_weight in (0.05, 0.1, 0.2):
+        report(
+            f"titles {title_weight}, passage vectors {0.5 - title_weight / 2:.3f}, keyword",
+            lambda row: fuse(
+                [
+                    (title_list(row), title_weight),
+                    (by_abstract(row["vector"]), 0.5 - title_weight / 2),
+                    (by_abstract(row["keyword"]), 0.5 - title_weight / 2),
+                ]
+            ),
+        )
+
+    # Sentence vectors, an abstract scored by its best sentence.
+    for with_title in (False, True):
+        name = "title + sentence" if with_title else "sentence"
+        sentence_docs, sentence_vecs = sentence_vectors(corpus, encode, args.cache, with_title)
+        unique, index = np.unique(np.array(sentence_docs), return_inverse=True)
+        position = {d: i for i, d in enumerate(unique)}
+        best_of = {}
+        for row in rows:
+            best = np.full(len(unique), -1.0)
+            np.maximum.at(best, index, sentence_vecs @ query[row["id"]])
+            best_of[row["id"]] = best
+
+        def sentence_list(row, n=50):
+            best = best_of[row["id"]]
+            top = np.argsort(-best)[:n]
+            return [(unique[i], float(best[i])) for i in top]
+
+        def candidates_only(row):
+            best = best_of[row["id"]]
+            found = {d for _, d, _ in row["vector"]} | {d for _, d, _ in row["keyword"]}
+            return sorted(((d, float(best[position[d]])) for d in found), key=lambda x: -x[1])
+
+        report(f"{name} vectors alone", lambda row: [d for d, _ in sentence_list(row)])
+        for weight in (0.4, 0.5, 0.6):
+            report(
+                f"{name} vectors {weight}, keyword {1 - weight:.1f}",
+                lambda row: fuse([(sentence_list(row), weight), (by_abstract(row["keyword"]), 1 - weight)]),
+            )
+        for ws, wv in ((0.45, 0.1), (0.3, 0.2), (0.2, 0.3)):
+            report(
+                f"{name} {ws}, passage vectors {wv}, keyword {1 - ws - wv:.2f}",
+                lambda row: fuse(
+                    [
+                        (sentence_list(row), ws),
+                        (by_abstract(row["vector"]), wv),
+                        (by_abstract(row["keyword"]), 1 - ws - wv),
+                    ]
+                ),
+            )
+        report(
+            f"{name} reranking the candidates 0.4, passages 0.2, keyword 0.4",
+            lambda row: fuse(
+                [
+                    (candidates_only(row), 0.4),
+                    (by_abstract(row["vector"]), 0.2),
+                    (by_abstract(row["keyword"]), 0.4),
+                ]
+            ),
+        )
+
+
+if __name__ == "__main__":
+    main()
