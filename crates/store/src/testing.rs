@@ -81,7 +81,12 @@ impl TestDatabase {
 
         let host = base.get_host().to_string();
         let port = base.get_port();
-        let app_url = format!("postgres://data_plane_app:{app_password}@{host}:{port}/{name}");
+        // The owner URL's parameters (sslmode) apply to the app role too.
+        let query = owner_url
+            .split_once('?')
+            .map_or(String::new(), |(_, q)| format!("?{q}"));
+        let app_url =
+            format!("postgres://data_plane_app:{app_password}@{host}:{port}/{name}{query}");
         let owner_url = with_database(&owner_url, &name);
         let db = Db::connect(&app_url, 8)
             .await
