@@ -34,12 +34,7 @@ impl TestDatabase {
     /// # Panics
     /// When the environment is not set up: tests need the real PostgreSQL.
     pub async fn create() -> TestDatabase {
-        let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable"
-                .to_string()
-        });
-        let app_password = std::env::var("DATA_PLANE_TEST_APP_PASSWORD")
-            .unwrap_or_else(|_| "data_plane_app".to_string());
+        let owner_url = owner_url();
         let base: PgConnectOptions = owner_url.parse().unwrap_or_else(|e| {
             panic!("DATA_PLANE_TEST_OWNER_URL {owner_url:?} is not a URL: {e}")
         });
@@ -79,14 +74,7 @@ impl TestDatabase {
             .await
             .unwrap_or_else(|e| panic!("migrations failed on {name}: {e}"));
 
-        let host = base.get_host().to_string();
-        let port = base.get_port();
-        // The owner URL's parameters (sslmode) apply to the app role too.
-        let query = owner_url
-            .split_once('?')
-            .map_or(String::new(), |(_, q)| format!("?{q}"));
-        let app_url =
-            format!("postgres://data_plane_app:{app_password}@{host}:{port}/{name}{query}");
+        let app_url = app_url(&owner_url, &base, &name);
         let owner_url = with_database(&owner_url, &name);
         let db = Db::connect(&app_url, 8)
             .await
@@ -141,6 +129,31 @@ impl TestDatabase {
 }
 
 /// The URL with its database replaced (query parameters kept).
+/// The owner role's URL: `DATA_PLANE_TEST_OWNER_URL`, or the one `make
+/// setup` creates.
+pub fn owner_url() -> String {
+    std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
+        "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable"
+            .to_string()
+    })
+}
+
+/// The server role's URL to `database` on the owner URL's server (`base`
+/// is `owner_url` parsed), with `DATA_PLANE_TEST_APP_PASSWORD` and the
+/// owner URL's parameters (sslmode) applying to the app role too.
+pub fn app_url(owner_url: &str, base: &PgConnectOptions, database: &str) -> String {
+    let password = std::env::var("DATA_PLANE_TEST_APP_PASSWORD")
+        .unwrap_or_else(|_| "data_plane_app".to_string());
+    let query = owner_url
+        .split_once('?')
+        .map_or(String::new(), |(_, q)| format!("?{q}"));
+    format!(
+        "postgres://data_plane_app:{password}@{}:{}/{database}{query}",
+        base.get_host(),
+        base.get_port()
+    )
+}
+
 fn with_database(url: &str, database: &str) -> String {
     let (main, query) = match url.split_once('?') {
         Some((m, q)) => (m, Some(q)),

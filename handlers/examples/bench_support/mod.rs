@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use data_plane_embed::{EmbedConfig, Embedder};
 use data_plane_registry::{NoCallbacks, Registry, ToolContext};
+use data_plane_store::testing;
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgPool};
@@ -41,22 +42,9 @@ impl BenchDatabase {
         rebuild: bool,
         index_dir: &Path,
     ) -> anyhow::Result<BenchDatabase> {
-        let owner_url = std::env::var("DATA_PLANE_TEST_OWNER_URL").unwrap_or_else(|_| {
-            "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable"
-                .into()
-        });
-        let app_password = std::env::var("DATA_PLANE_TEST_APP_PASSWORD")
-            .unwrap_or_else(|_| "data_plane_app".into());
+        let owner_url = testing::owner_url();
         let base: PgConnectOptions = owner_url.parse().context("DATA_PLANE_TEST_OWNER_URL")?;
-        // The owner URL's parameters (sslmode) apply to the app role too.
-        let query = owner_url
-            .split_once('?')
-            .map_or(String::new(), |(_, q)| format!("?{q}"));
-        let app_url = format!(
-            "postgres://data_plane_app:{app_password}@{}:{}/{name}{query}",
-            base.get_host(),
-            base.get_port()
-        );
+        let app_url = testing::app_url(&owner_url, &base, name);
         let admin = PgPoolOptions::new()
             .max_connections(1)
             .connect_with(base.clone())
