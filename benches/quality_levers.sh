@@ -19,6 +19,10 @@ if [[ $# -lt 1 ]]; then
     exit 0
 fi
 dump="$1"
+if [[ ! -s "$dump" ]]; then
+    echo "quality_levers: no dump at $dump (write one with BENCH_QUALITY_DUMP=$dump bash benches/quality.sh)" >&2
+    exit 1
+fi
 MODEL_DIR="${DATA_PLANE_MODEL_DIR:-.data/model/all-MiniLM-L6-v2}"
 ONNX_VENV=.data/bench-onnx-venv
 owner="${DATABASE_OWNER_URL:-postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane?sslmode=disable}"
