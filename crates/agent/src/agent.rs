@@ -112,6 +112,50 @@ pub struct Agent {
     config: AgentConfig,
     registry: Arc<Registry>,
     client: ModelClient,
+    digests: SchemaDigests,
+}
+
+/// The text-call parser's digest of the offered tools' schemas, built once
+/// for each set of offered tools and shared by every run offered the same
+/// set: a run waiting on the model holds a parser, and the digest was about
+/// a ninth of what an idle chat stream cost. A set is the same when its
+/// names and definitions are: the definitions are mostly `Arc`s shared with
+/// the registry, so the address answers first, and a definition a context
+/// reshaped is compared by value. The most recently used sets are kept.
+#[derive(Debug, Default)]
+struct SchemaDigests(Mutex<Vec<(OfferedKey, Arc<textcalls::Schemas>)>>);
+
+/// A set of offered tools as a digest's key: each one's name and definition.
+type OfferedKey = Vec<(String, Arc<Value>)>;
+
+/// Sets of offered tools whose digests are kept (profiles, discovery on or
+/// off, a document scope reshaping a definition).
+const DIGESTS_KEPT: usize = 16;
+
+impl SchemaDigests {
+    fn get(&self, offered: &[OfferedTool]) -> Arc<textcalls::Schemas> {
+        let same = |key: &[(String, Arc<Value>)]| {
+            key.len() == offered.len()
+                && key.iter().zip(offered).all(|((name, def), t)| {
+                    *name == t.name && (Arc::ptr_eq(def, &t.definition) || **def == *t.definition)
+                })
+        };
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = kept.iter().position(|(key, _)| same(key)) {
+            let entry = kept.remove(i);
+            let digest = entry.1.clone();
+            kept.insert(0, entry);
+            return digest;
+        }
+        let digest = Arc::new(textcalls::Schemas::of(schema_names(offered)));
+        let key = offered
+            .iter()
+            .map(|t| (t.name.clone(), t.definition.clone()))
+            .collect();
+        kept.insert(0, (key, digest.clone()));
+        kept.truncate(DIGESTS_KEPT);
+        digest
+    }
 }
 
 /// A call the model made, natively or as text, as it will be run.
@@ -235,6 +279,7 @@ impl Agent {
             config,
             registry,
             client,
+            digests: SchemaDigests::default(),
         })
     }
 
@@ -503,7 +548,7 @@ impl Agent {
         used_ids: &mut HashSet<String>,
     ) -> Result<Turn, AgentError> {
         let mut parser = StreamParser::new(Vec::new())
-            .schemas(schema_names(offered))
+            .shared_schemas(self.digests.get(offered))
             .tags(tags.clone())
             .text_calls(self.config.text_calls)
             .think_start(self.config.think_start);
@@ -1021,4 +1066,77 @@ fn schema_names(offered: &[OfferedTool]) -> impl Iterator<Item = (String, &Value
         let wired = (wire != t.name).then(|| (wire.to_string(), t.parameters()));
         std::iter::once(own).chain(wired)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    fn tool(name: &str, definition: &Arc<Value>) -> OfferedTool {
+        OfferedTool {
+            name: name.to_string(),
+            short_description: Cow::Borrowed(""),
+            definition: definition.clone(),
+        }
+    }
+
+    fn definition(name: &str, kind: &str) -> Arc<Value> {
+        Arc::new(json!({
+            "name": name,
+            "parameters": {"type": "object", "properties": {"limit": {"type": kind}}}
+        }))
+    }
+
+    #[test]
+    fn one_digest_per_set_of_offered_tools() {
+        let digests = SchemaDigests::default();
+        let search = definition("search", "integer");
+        let grep = definition("grep", "integer");
+        let both = [tool("search", &search), tool("grep", &grep)];
+        let first = digests.get(&both);
+        assert_eq!(first.names(), ["search", "grep"]);
+        // The same set again, or a copy of it equal by value: the same digest.
+        assert!(Arc::ptr_eq(&first, &digests.get(&both)));
+        let copy = Arc::new(Value::clone(&grep));
+        let again = [tool("search", &search), tool("grep", &copy)];
+        assert!(Arc::ptr_eq(&first, &digests.get(&again)));
+        // Another set, or a definition that says something else: another.
+        let one = digests.get(&both[..1]);
+        assert!(!Arc::ptr_eq(&first, &one));
+        assert_eq!(one.names(), ["search"]);
+        let reshaped = definition("grep", "string");
+        let other = digests.get(&[tool("search", &search), tool("grep", &reshaped)]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        // The digest types arguments by its own schemas.
+        let typed = |schemas: Arc<textcalls::Schemas>| {
+            let mut parser = StreamParser::new(Vec::new()).shared_schemas(schemas);
+            let mut out = parser
+                .push(r#"<tool_call>{"name": "grep", "arguments": {"limit": "5"}}</tool_call>"#);
+            out.extend(parser.finish());
+            out.into_iter()
+                .find_map(|s| match s {
+                    Segment::Call(call) => Some(call.arguments),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        assert_eq!(typed(first), json!({"limit": 5}));
+        assert_eq!(typed(other), json!({"limit": "5"}));
+    }
+
+    #[test]
+    fn the_most_recent_sets_are_kept() {
+        let digests = SchemaDigests::default();
+        let kept = definition("kept", "integer");
+        let first = digests.get(&[tool("kept", &kept)]);
+        for i in 0..DIGESTS_KEPT * 2 {
+            let name = format!("tool{i}");
+            digests.get(&[tool(&name, &definition(&name, "integer"))]);
+            // Used all along, it stays.
+            assert!(Arc::ptr_eq(&first, &digests.get(&[tool("kept", &kept)])));
+        }
+        assert_eq!(digests.0.lock().unwrap().len(), DIGESTS_KEPT);
+    }
 }

@@ -18,6 +18,8 @@ mod python;
 mod schema;
 mod tags;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 pub use neutralise::{neutralise, neutralise_value};
@@ -227,8 +229,9 @@ enum Prefix {
 /// complete, so none of it reaches the user as text.
 #[derive(Debug, Default)]
 pub struct StreamParser {
-    known_tools: Vec<String>,
-    schemas: Schemas,
+    /// The offered tools' names and schemas, often shared with the other
+    /// parsers of replies to the same tools.
+    schemas: Arc<Schemas>,
     /// Input not yet consumed starts at `pos`; the front is dropped after
     /// each push.
     buf: String,
@@ -268,7 +271,7 @@ impl StreamParser {
     /// always counts (an unknown name is then the registry's to refuse).
     pub fn new(known_tools: Vec<String>) -> Self {
         StreamParser {
-            known_tools,
+            schemas: Arc::new(Schemas::named(known_tools)),
             line_start: true,
             lead: Some(String::new()),
             ..StreamParser::default()
@@ -282,12 +285,22 @@ impl StreamParser {
         mut self,
         schemas: impl IntoIterator<Item = (String, V)>,
     ) -> Self {
+        let known = Arc::make_mut(&mut self.schemas);
         for (name, schema) in schemas {
-            if !self.known_tools.contains(&name) {
-                self.known_tools.push(name.clone());
-            }
-            self.schemas.insert(name, schema.borrow());
+            known.insert(name, schema.borrow());
         }
+        self
+    }
+
+    /// The offered tools' names and schemas as built once (`Schemas::of`)
+    /// and shared, in place of those given so far (unless there were some:
+    /// then the two are merged into a copy).
+    pub fn shared_schemas(mut self, schemas: Arc<Schemas>) -> Self {
+        if self.schemas.names().is_empty() {
+            self.schemas = schemas;
+            return self;
+        }
+        Arc::make_mut(&mut self.schemas).merge(&schemas);
         self
     }
 
@@ -830,7 +843,7 @@ impl StreamParser {
         // A wrapper cut off without a call is text, unless it had begun a
         // call to a tool on offer.
         if let CallKind::Wrapper(_) = kind
-            && !body::names_known_tool(inner, &self.known_tools)
+            && !body::names_known_tool(inner, self.schemas.names())
             && !body::tool_call(inner, raw, false, &self.schemas)
                 .iter()
                 .any(|s| matches!(s, Segment::Call(_)))
@@ -1091,7 +1104,7 @@ impl StreamParser {
                 }
                 let partial = &self.buf[state.bracket..];
                 self.examined += partial.len();
-                if body::names_known_tool(partial, &self.known_tools) {
+                if body::names_known_tool(partial, self.schemas.names()) {
                     let raw = self.buf[state.start..].to_string();
                     let reason = if state.python {
                         "unterminated python call list"
@@ -1117,7 +1130,7 @@ impl StreamParser {
                 Prefix::Full(consumed) => {
                     let json = &self.buf[state.bracket..=end];
                     self.examined += json.len();
-                    match body::bare_calls(json, &self.known_tools, &self.schemas) {
+                    match body::bare_calls(json, self.schemas.names(), &self.schemas) {
                         Some(calls) => {
                             for call in calls {
                                 self.emit_segment(Segment::Call(call));

@@ -10,16 +10,19 @@ use serde_json::{Map, Number, Value};
 
 use super::python;
 
-/// The offered tools' parameter schemas (`{"type": "object", "properties":
-/// …}`) by tool name, read once when the parser is made: each argument's
-/// admitted types and each tool's sole property are what typing a call
-/// needs, so a call costs a lookup or two rather than a walk of its schema.
-#[derive(Debug, Default)]
+/// The offered tools' names and parameter schemas (`{"type": "object",
+/// "properties": …}`), read once: each argument's admitted types and each
+/// tool's sole property are what typing a call needs, so a call costs a
+/// lookup or two rather than a walk of its schema. Built once for a set of
+/// offered tools and shared (`Arc`) by every parser reading replies to it.
+#[derive(Debug, Default, Clone)]
 pub struct Schemas {
+    /// The known tools' names, in the order they were given.
+    names: Vec<String>,
     tools: HashMap<String, Tool>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Tool {
     /// Absent when `properties` is not an object.
     properties: Option<HashMap<String, Types>>,
@@ -67,8 +70,46 @@ impl Types {
 }
 
 impl Schemas {
-    /// The parameter schema of `tool`; a later one for the same name wins.
+    /// The tools named, without schemas: only their names are known.
+    pub fn named(names: Vec<String>) -> Schemas {
+        Schemas {
+            names,
+            tools: HashMap::new(),
+        }
+    }
+
+    /// The tools' parameter schemas by name (see `insert`).
+    pub fn of<V: std::borrow::Borrow<Value>>(tools: impl IntoIterator<Item = (String, V)>) -> Self {
+        let mut schemas = Schemas::default();
+        for (name, schema) in tools {
+            schemas.insert(name, schema.borrow());
+        }
+        schemas
+    }
+
+    /// Adds `other`'s tools; its schema wins for a name both know.
+    pub(super) fn merge(&mut self, other: &Schemas) {
+        for name in &other.names {
+            if !self.names.contains(name) {
+                self.names.push(name.clone());
+            }
+            if let Some(tool) = other.tools.get(name) {
+                self.tools.insert(name.clone(), tool.clone());
+            }
+        }
+    }
+
+    /// The names of the known tools.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The parameter schema of `tool`, whose name becomes known; a later
+    /// one for the same name wins.
     pub fn insert(&mut self, tool: String, schema: &Value) {
+        if !self.names.contains(&tool) {
+            self.names.push(tool.clone());
+        }
         let properties = match schema.get("properties") {
             Some(Value::Object(props)) => Some(
                 props
