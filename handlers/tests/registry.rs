@@ -1669,3 +1669,96 @@ type GovernanceRow = (
     Vec<String>,
     Option<String>,
 );
+
+#[tokio::test]
+async fn audit_records_are_written_whole_in_batches_of_every_size() {
+    use data_plane_registry::{Annotations, AuditRecord, Ledger};
+
+    let w = World::new().await;
+    // More than one batch (512), so that a full one and a short one are
+    // written; every field varies, nulls and empty lists included.
+    let total = 700;
+    let record = |i: usize| AuditRecord {
+        tool: format!("tool_{}", i % 7),
+        call_id: format!("call-batch-{i:04}"),
+        duration_ms: i as u64,
+        ts: chrono::Utc::now(),
+        user_id: if i.is_multiple_of(2) { w.alice } else { w.bob },
+        space_id: (!i.is_multiple_of(3)).then_some(w.alpha),
+        request_id: "req-batch".into(),
+        parent_call_id: (i.is_multiple_of(4)).then(|| format!("parent-{i}")),
+        success: !i.is_multiple_of(5),
+        error: (i.is_multiple_of(5)).then(|| format!("failed \"{i}\"\n\ttab, comma, {{braces}}")),
+        args: match i % 3 {
+            0 => Value::Null,
+            1 => json!({ "q": format!("it's {i}"), "n": [i, null, {"nested": true}] }),
+            _ => json!({}),
+        },
+        annotations: (i.is_multiple_of(2)).then(|| Annotations {
+            read_only: i.is_multiple_of(4),
+            destructive: i % 8 == 2,
+            idempotent: true,
+            open_world: false,
+            requires_confirmation: i % 16 == 6,
+        }),
+        side_effects: (0..i % 3)
+            .map(|k| format!("fetched https://example.com/{i}/{k}, \"quoted\""))
+            .collect(),
+        gate: (i.is_multiple_of(6)).then(|| "allow".to_string()),
+        agent: (i % 2 == 1).then(|| "explore".to_string()),
+        module: (i.is_multiple_of(10)).then(|| "notes".to_string()),
+    };
+    for i in 0..total {
+        w.ledger.record(record(i)).await.unwrap();
+    }
+    w.ledger.flush().await;
+    assert_eq!(w.ledger.audit_write_failures(), 0);
+
+    #[derive(Debug, PartialEq, sqlx::FromRow)]
+    struct Row {
+        tool: String,
+        call_id: String,
+        duration_ms: i32,
+        user_id: Uuid,
+        space_id: Option<Uuid>,
+        parent_call_id: Option<String>,
+        success: bool,
+        error: Option<String>,
+        args: Option<Value>,
+        annotations: Option<Value>,
+        side_effects: Vec<String>,
+        gate: Option<String>,
+        agent: Option<String>,
+        module: Option<String>,
+    }
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT tool, call_id, duration_ms, user_id, space_id, parent_call_id, success, error,
+                args, annotations, side_effects, gate, agent, module
+           FROM tool_calls WHERE request_id = 'req-batch' ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), total);
+    for (i, row) in rows.into_iter().enumerate() {
+        let r = record(i);
+        let expected = Row {
+            tool: r.tool,
+            call_id: r.call_id,
+            duration_ms: r.duration_ms as i32,
+            user_id: r.user_id,
+            space_id: r.space_id,
+            parent_call_id: r.parent_call_id,
+            success: r.success,
+            error: r.error,
+            args: Some(r.args),
+            annotations: r.annotations.map(|a| serde_json::to_value(a).unwrap()),
+            side_effects: r.side_effects,
+            gate: r.gate,
+            agent: r.agent,
+            module: r.module,
+        };
+        assert_eq!(row, expected, "record {i}");
+    }
+}

@@ -8,14 +8,19 @@
 //! (latency) and 64 (throughput), sharing the machine's cores.
 //!
 //! Prints one `name value` line per figure, and each figure as a ratio to
-//! the trivial-query route measured in the same run.
+//! the trivial-query route measured in the same run. With each route it
+//! prints the CPU time spent per call, from `/proc`: by the server (this
+//! process), by PostgreSQL (every `postgres` process), by wrk, and by the
+//! whole machine: where a call's cost lies.
 //!
 //! Then PostgreSQL's own ceiling, with pgbench (it ships with the server)
 //! on the run's database as the same user: document_info's transaction
 //! (the identity, the handler's statement, the rollback) pipelined into one
 //! round trip with prepared statements, which no driver can beat, and
 //! `SELECT 1`; the HTTP call's throughput is printed as a share of the
-//! pipelined transaction's. Skipped, saying so, where pgbench is missing.
+//! pipelined transaction's, and the CPU per transaction of PostgreSQL (the
+//! machine's less pgbench's own) and of pgbench. Skipped, saying so, where
+//! pgbench is missing.
 //!
 //! `benches/calls.sh` (or `cargo run --release -p data-plane --example
 //! bench_calls -- [SECONDS]`), after `make setup`; needs `wrk` on PATH.
@@ -54,6 +59,75 @@ struct Figures {
     p50_ms: f64,
     p99_ms: f64,
     rps: f64,
+    requests: f64,
+}
+
+/// CPU time so far, in clock ticks: this process (the server and the
+/// runtime it runs on), its children that ended (wrk, pgbench), every
+/// `postgres` process alive (the backends and the background ones that a
+/// write wakes), and the whole machine busy.
+#[derive(Clone, Copy)]
+struct Cpu {
+    server: u64,
+    children: u64,
+    postgres: u64,
+    machine: u64,
+}
+
+/// (utime + stime, cutime + cstime) of a process, from `/proc/PID/stat`:
+/// after the command name (which may hold spaces) they are the 12th to
+/// 15th fields; the second pair counts the children it waited for.
+fn process_ticks(stat: &str) -> Option<(u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    (fields.len() == 4).then(|| (fields[0] + fields[1], fields[2] + fields[3]))
+}
+
+fn cpu_now() -> Cpu {
+    let (server, children) =
+        process_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
+    let mut postgres = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let path = entry.path();
+        let is_pg =
+            std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == "postgres");
+        if is_pg && let Ok(stat) = std::fs::read_to_string(path.join("stat")) {
+            postgres += process_ticks(&stat).map_or(0, |(own, _)| own);
+        }
+    }
+    // The first line of /proc/stat: user nice system idle iowait irq softirq steal.
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let machine = ticks.iter().sum::<u64>() - ticks[3] - ticks[4];
+    Cpu {
+        server,
+        children,
+        postgres,
+        machine,
+    }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux where it fails).
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 /// Runs wrk against `url` and reads the figures its Lua `done` prints.
@@ -79,16 +153,18 @@ fn wrk(url: &str, script: &std::path::Path, connections: u32, seconds: u64) -> F
         .split_whitespace()
         .map(|x| x.parse().unwrap())
         .collect();
+    assert_eq!(v.len(), 5, "wrk printed {line}");
     assert_eq!(v[3], 0.0, "{url}: {} requests failed or were not 200", v[3]);
     Figures {
         p50_ms: v[0],
         p99_ms: v[1],
         rps: v[2],
+        requests: v[4],
     }
 }
 
 /// A wrk script sending `method` with the headers and body, and printing
-/// p50, p99, requests/s and failures (non-2xx included) in one line.
+/// p50, p99, requests/s, failures (non-2xx included) and requests in one line.
 fn script(
     dir: &std::path::Path,
     name: &str,
@@ -113,10 +189,11 @@ response = function(status, headers, body)
 end
 done = function(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format("RESULT %.3f %.3f %.1f %d\n",
+  io.write(string.format("RESULT %.3f %.3f %.1f %d %d\n",
     latency:percentile(50) / 1000, latency:percentile(99) / 1000,
     summary.requests / (summary.duration / 1e6),
-    e.connect + e.read + e.write + e.status + e.timeout + failed))
+    e.connect + e.read + e.write + e.status + e.timeout + failed,
+    summary.requests))
 end
 "#,
     );
@@ -249,6 +326,7 @@ async fn main() {
     ];
     // BENCH_ONLY="document_info" runs that route alone (for a profile).
     let only = std::env::var("BENCH_ONLY").ok();
+    let tick_hz = ticks_per_second();
     let mut figures = Vec::new();
     for connections in [1, 64] {
         for (name, url, script) in &routes {
@@ -260,12 +338,24 @@ async fn main() {
             }
             // wrk blocks; the server keeps running on the runtime's threads.
             let (url, script) = (url.clone(), script.clone());
+            let before = cpu_now();
             let f = tokio::task::spawn_blocking(move || wrk(&url, &script, connections, seconds))
                 .await
                 .unwrap();
+            let after = cpu_now();
             println!(
                 "calls.{name}.c{connections} p50_ms {:.3} p99_ms {:.3} rps {:.0}",
                 f.p50_ms, f.p99_ms, f.rps
+            );
+            // CPU per call: steadier than a rate on a shared machine, and
+            // it says where a call's cost lies (the rest is wrk and others).
+            let us = |ticks: u64| ticks as f64 / tick_hz * 1e6 / f.requests.max(1.0);
+            println!(
+                "calls.{name}.c{connections} cpu_us_per_call server {:.1} postgres {:.1} wrk {:.1} machine {:.1}",
+                us(after.server - before.server),
+                us(after.postgres.saturating_sub(before.postgres)),
+                us(after.children - before.children),
+                us(after.machine - before.machine)
             );
             figures.push((*name, connections, f));
         }
@@ -319,6 +409,7 @@ fn postgres_ceiling(
     seconds: u64,
     dir: &std::path::Path,
 ) {
+    let tick_hz = ticks_per_second();
     let Some(pgbench) = find_pgbench() else {
         println!("calls.pg skipped: no pgbench on PATH or in /usr/lib/postgresql/*/bin");
         return;
@@ -360,9 +451,22 @@ fn postgres_ceiling(
             ("document_info_pipelined", &pipelined),
             ("select1", &select1),
         ] {
+            let before = cpu_now();
             let (tps, latency_ms) =
                 run_pgbench(&pgbench, url, script, clients, Some(seconds), &vars);
+            let after = cpu_now();
             println!("calls.pg.{name}.c{clients} latency_avg_ms {latency_ms:.3} tps {tps:.0}");
+            let us = |ticks: u64| ticks as f64 / tick_hz * 1e6 / (tps * seconds as f64).max(1.0);
+            // pgbench's backends end with it, so PostgreSQL's share is
+            // what the machine spent less pgbench itself.
+            let machine = after.machine - before.machine;
+            let pgbench = after.children - before.children;
+            println!(
+                "calls.pg.{name}.c{clients} cpu_us_per_call postgres {:.1} pgbench {:.1} machine {:.1}",
+                us(machine.saturating_sub(pgbench)),
+                us(pgbench),
+                us(machine)
+            );
             if name == "document_info_pipelined"
                 && let Some((_, _, f)) = figures
                     .iter()
