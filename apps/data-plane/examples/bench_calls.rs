@@ -120,15 +120,16 @@ fn cpu_now() -> Cpu {
     }
 }
 
-/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux where it fails).
-fn ticks_per_second() -> f64 {
+/// Clock ticks per second (`getconf CLK_TCK`, asked once; 100 on Linux
+/// where it fails).
+static TICK_HZ: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()
         .ok()
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .unwrap_or(100.0)
-}
+});
 
 /// Runs wrk against `url` and reads the figures its Lua `done` prints.
 fn wrk(url: &str, script: &std::path::Path, connections: u32, seconds: u64) -> Figures {
@@ -326,7 +327,6 @@ async fn main() {
     ];
     // BENCH_ONLY="document_info" runs that route alone (for a profile).
     let only = std::env::var("BENCH_ONLY").ok();
-    let tick_hz = ticks_per_second();
     let mut figures = Vec::new();
     for connections in [1, 64] {
         for (name, url, script) in &routes {
@@ -347,9 +347,9 @@ async fn main() {
                 "calls.{name}.c{connections} p50_ms {:.3} p99_ms {:.3} rps {:.0}",
                 f.p50_ms, f.p99_ms, f.rps
             );
-            // CPU per call: steadier than a rate on a shared machine, and
-            // it says where a call's cost lies (the rest is wrk and others).
-            let us = |ticks: u64| ticks as f64 / tick_hz * 1e6 / f.requests.max(1.0);
+            // CPU per call says where a call's cost lies (the machine's
+            // figure less the three named is what else ran meanwhile).
+            let us = |ticks: u64| ticks as f64 / *TICK_HZ * 1e6 / f.requests.max(1.0);
             println!(
                 "calls.{name}.c{connections} cpu_us_per_call server {:.1} postgres {:.1} wrk {:.1} machine {:.1}",
                 us(after.server - before.server),
@@ -409,7 +409,6 @@ fn postgres_ceiling(
     seconds: u64,
     dir: &std::path::Path,
 ) {
-    let tick_hz = ticks_per_second();
     let Some(pgbench) = find_pgbench() else {
         println!("calls.pg skipped: no pgbench on PATH or in /usr/lib/postgresql/*/bin");
         return;
@@ -456,7 +455,7 @@ fn postgres_ceiling(
                 run_pgbench(&pgbench, url, script, clients, Some(seconds), &vars);
             let after = cpu_now();
             println!("calls.pg.{name}.c{clients} latency_avg_ms {latency_ms:.3} tps {tps:.0}");
-            let us = |ticks: u64| ticks as f64 / tick_hz * 1e6 / (tps * seconds as f64).max(1.0);
+            let us = |ticks: u64| ticks as f64 / *TICK_HZ * 1e6 / (tps * seconds as f64).max(1.0);
             // pgbench's backends end with it, so PostgreSQL's share is
             // what the machine spent less pgbench itself.
             let machine = after.machine - before.machine;

@@ -128,7 +128,6 @@ impl TestDatabase {
     }
 }
 
-/// The URL with its database replaced (query parameters kept).
 /// The owner role's URL: `DATA_PLANE_TEST_OWNER_URL`, or the one `make
 /// setup` creates.
 pub fn owner_url() -> String {
@@ -154,6 +153,7 @@ pub fn app_url(owner_url: &str, base: &PgConnectOptions, database: &str) -> Stri
     )
 }
 
+/// The URL with its database replaced (query parameters kept).
 fn with_database(url: &str, database: &str) -> String {
     let (main, query) = match url.split_once('?') {
         Some((m, q)) => (m, Some(q)),
