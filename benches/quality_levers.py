@@ -25,14 +25,22 @@ The levers:
 - one vector per sentence (the sentence alone, and the title followed by
   the sentence), an abstract scored by its best sentence: alone, fused
   with the keyword list, three ways with the passage vectors too, and as a
-  reranker of the two lists' candidates only.
+  reranker of the two lists' candidates only (at several weights and
+  depths, to show how sharp its best setting is);
+- other keyword units, each scored by BM25 written here (Snowball's
+  English stemmer, as Tantivy's, and one field): whole abstracts, the
+  title in the text or left out; passages with their title in the text;
+  single sentences, an abstract scored by its best. Each alone, fused with
+  the passage vectors, and fused with the title + sentence vectors.
 
 The sentence vectors (about 45,000 per variant; some 8 minutes each on two
 cores) are kept in CACHE and reused.
 """
 
 import argparse
+import collections
 import json
+import math
 import pathlib
 import re
 import subprocess
@@ -46,6 +54,61 @@ from fusion_sweep import abstracts, ndcg, recall, scaled_scores  # noqa: E402
 
 # Sentence ends: . ! or ? then space, then what starts a sentence.
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+# Words as Tantivy's default tokenizer cuts them: runs of letters and digits.
+WORD = re.compile(r"[^\W_]+")
+
+
+class Terms:
+    """Lower-cased, stemmed words, as our keyword index holds them."""
+
+    def __init__(self):
+        import snowballstemmer
+
+        self.stemmer = snowballstemmer.stemmer("english")
+        self.known = {}
+
+    def __call__(self, text):
+        out = []
+        for word in WORD.findall(text.lower()):
+            stem = self.known.get(word)
+            if stem is None:
+                stem = self.known[word] = self.stemmer.stemWord(word)
+            out.append(stem)
+        return out
+
+
+class Bm25:
+    """BM25 over one field of a fixed set of units (Lucene's idf)."""
+
+    def __init__(self, units, k1, b):
+        self.k1, self.b = k1, b
+        self.postings = collections.defaultdict(list)
+        self.lengths = np.array([len(u) for u in units], dtype=np.float64)
+        for i, unit in enumerate(units):
+            for term, count in collections.Counter(unit).items():
+                self.postings[term].append((i, count))
+        self.norm = k1 * (1 - b + b * self.lengths / max(self.lengths.mean(), 1e-9))
+
+    def scores(self, terms):
+        total = np.zeros(len(self.lengths))
+        for term in set(terms):
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            n = len(self.lengths)
+            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            units = np.fromiter((i for i, _ in posting), dtype=np.int64, count=len(posting))
+            tf = np.fromiter((c for _, c in posting), dtype=np.float64, count=len(posting))
+            total[units] += idf * tf * (self.k1 + 1) / (tf + self.norm[units])
+        return total
+
+
+def top(scores, keys, n=50):
+    """The n best (key, score) pairs, best first."""
+    n = min(n, len(scores))
+    best = np.argpartition(-scores, n - 1)[:n]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(keys[i], float(scores[i])) for i in best]
 
 
 class Encoder:
@@ -71,7 +134,7 @@ class Encoder:
 def passage_vectors(db_url):
     """Every passage's id, abstract and stored embedding."""
     sql = (
-        "COPY (SELECT c.id, regexp_replace(d.path, '\\.txt$', ''), c.embedding::text"
+        "COPY (SELECT c.id, regexp_replace(d.path, '\\.txt$', ''), c.embedding::text, c.text"
         " FROM chunks c JOIN documents d ON d.id = c.document_id) TO STDOUT"
     )
     # Row-level security holds for the owner too: read as the system scope.
@@ -81,13 +144,15 @@ def passage_vectors(db_url):
         capture_output=True,
         text=True,
     ).stdout
-    ids, docs, vectors = [], [], []
+    ids, docs, vectors, texts = [], [], [], []
     for line in out.splitlines():
-        chunk, doc, vector = line.split("\t")
+        chunk, doc, vector, text = line.split("\t")
         ids.append(int(chunk))
         docs.append(doc)
         vectors.append(json.loads(vector))
-    return np.array(ids), docs, np.array(vectors, dtype=np.float32)
+        # COPY's text format escapes these; the words are all BM25 needs.
+        texts.append(text.replace("\\n", " ").replace("\\t", " ").replace("\\r", " "))
+    return np.array(ids), docs, np.array(vectors, dtype=np.float32), texts
 
 
 def sentence_vectors(corpus, encode, cache, with_title):
@@ -150,7 +215,7 @@ def main():
     corpus = [json.loads(line) for line in (args.fixture / "corpus.jsonl").open()]
     encode = Encoder(args.model)
     query = {r["id"]: encode(claims[r["id"]]) for r in rows}
-    ids, docs, vectors = passage_vectors(args.db)
+    ids, docs, vectors, texts = passage_vectors(args.db)
     row_of = {chunk: i for i, chunk in enumerate(ids)}
     doc_of = dict(zip(ids.tolist(), docs))
 
@@ -172,6 +237,26 @@ def main():
         error = diff.std(ddof=1) / np.sqrt(len(diff))
         print(
             f"{name:66} ndcg@10 {n.mean():.4f} ({diff.mean():+.4f} ± {error:.4f})  recall@50 {np.mean(r):.4f}",
+            flush=True,
+        )
+
+    def held_out(name, ranks):
+        """ranks: a rank function per setting. Picks the best setting on a random half of
+        the claims and scores it on the other half, both ways, over 200 splits: what the
+        lever is worth when its setting is not chosen on the claims it is scored on."""
+        scores = np.array([[ndcg(rank(row), row["relevant"]) for row in rows] for rank in ranks.values()])
+        generator = np.random.default_rng(7)
+        gains = []
+        for _ in range(200):
+            order = generator.permutation(len(rows))
+            halves = (order[: len(rows) // 2], order[len(rows) // 2 :])
+            for chosen_on, scored_on in (halves, halves[::-1]):
+                best = scores[:, chosen_on].mean(axis=1).argmax()
+                gains.append(scores[best, scored_on].mean() - baseline[0][scored_on].mean())
+        gains = np.array(gains)
+        print(
+            f"{name:66} held out: {gains.mean():+.4f} over the default fusion"
+            f" (5-95%: {np.percentile(gains, 5):+.4f} to {np.percentile(gains, 95):+.4f})",
             flush=True,
         )
 
@@ -292,9 +377,9 @@ def main():
             top = np.argsort(-best)[:n]
             return [(unique[i], float(best[i])) for i in top]
 
-        def candidates_only(row):
+        def candidates_only(row, deep=50):
             best = best_of[row["id"]]
-            found = {d for _, d, _ in row["vector"]} | {d for _, d, _ in row["keyword"]}
+            found = {d for _, d, _ in row["vector"][:deep]} | {d for _, d, _ in row["keyword"][:deep]}
             return sorted(((d, float(best[position[d]])) for d in found), key=lambda x: -x[1])
 
         report(f"{name} vectors alone", lambda row: [d for d, _ in sentence_list(row)])
@@ -314,16 +399,92 @@ def main():
                     ]
                 ),
             )
-        report(
-            f"{name} reranking the candidates 0.4, passages 0.2, keyword 0.4",
-            lambda row: fuse(
-                [
-                    (candidates_only(row), 0.4),
-                    (by_abstract(row["vector"]), 0.2),
-                    (by_abstract(row["keyword"]), 0.4),
-                ]
-            ),
+        held_out(
+            f"{name} vectors against the keyword list, weight 0.35-0.65",
+            {
+                weight: (
+                    lambda row, weight=weight: fuse(
+                        [(sentence_list(row), weight), (by_abstract(row["keyword"]), 1 - weight)]
+                    )
+                )
+                for weight in (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65)
+            },
         )
+        # How sharp the reranker's best setting is: its neighbours in weight and depth.
+        for wc, wv, deep in ((0.4, 0.2, 50), (0.3, 0.2, 50), (0.4, 0.1, 50), (0.5, 0.1, 50), (0.4, 0.2, 20), (0.4, 0.2, 10)):
+            report(
+                f"{name} reranking the candidates {deep} deep {wc}, passages {wv}, keyword {1 - wc - wv:.1f}",
+                lambda row: fuse(
+                    [
+                        (candidates_only(row, deep), wc),
+                        (by_abstract(row["vector"]), wv),
+                        (by_abstract(row["keyword"]), 1 - wc - wv),
+                    ]
+                ),
+            )
+
+    # Other keyword units. `sentence_list` is the title + sentence vectors' list now.
+    terms = Terms()
+    claim_terms = {row["id"]: terms(claims[row["id"]]) for row in rows}
+    abstract_ids = [doc["_id"] for doc in corpus]
+    title_of = {doc["_id"]: doc["title"] for doc in corpus}
+    sentences, sentence_of = [], []
+    for doc in corpus:
+        for sentence in SENTENCE_END.split(doc["text"].strip()):
+            if sentence.strip():
+                sentences.append(terms(sentence))
+                sentence_of.append(doc["_id"])
+    sentence_abstracts, sentence_index = np.unique(np.array(sentence_of), return_inverse=True)
+    units = {
+        "whole abstracts, title in the text": (
+            [terms(f"{doc['title']} {doc['text']}") for doc in corpus],
+            "abstract",
+        ),
+        "whole abstracts, no title": ([terms(doc["text"]) for doc in corpus], "abstract"),
+        # A passage that is the title alone (the chunker splits a long title from the
+        # first paragraph) is not given it twice.
+        "passages, title in the text": (
+            [terms(text if text.strip() == title_of[d].strip() else f"{title_of[d]} {text}") for text, d in zip(texts, docs)],
+            "passage",
+        ),
+        "sentences, an abstract by its best": (sentences, "sentence"),
+    }
+    for unit, (tokens, kind) in units.items():
+        for k1, b in ((0.5, 0.4), (1.2, 0.75), (1.2, 0.9)):
+            bm25 = Bm25(tokens, k1, b)
+
+            def unit_list(row):
+                scores = bm25.scores(claim_terms[row["id"]])
+                if kind == "abstract":
+                    return top(scores, abstract_ids)
+                if kind == "sentence":
+                    best = np.zeros(len(sentence_abstracts))
+                    np.maximum.at(best, sentence_index, scores)
+                    return top(best, sentence_abstracts)
+                return by_abstract((c, doc_of[c], v) for c, v in top(scores, ids.tolist(), 150))
+
+            lists = {row["id"]: unit_list(row) for row in rows}
+            label = f"BM25 of {unit}, k1 {k1} b {b}"
+            report(f"{label}: alone", lambda row: [d for d, _ in lists[row["id"]]])
+            report(
+                f"{label}: 0.5, passage vectors 0.5",
+                lambda row: fuse([(by_abstract(row["vector"]), 0.5), (lists[row["id"]], 0.5)]),
+            )
+            report(
+                f"{label}: 0.5, title + sentence vectors 0.5",
+                lambda row: fuse([(sentence_list(row), 0.5), (lists[row["id"]], 0.5)]),
+            )
+            held_out(
+                f"{label}: title + sentence vectors 0.4-0.6",
+                {
+                    weight: (
+                        lambda row, weight=weight: fuse(
+                            [(sentence_list(row), weight), (lists[row["id"]], 1 - weight)]
+                        )
+                    )
+                    for weight in (0.4, 0.45, 0.5, 0.55, 0.6)
+                },
+            )
 
 
 if __name__ == "__main__":

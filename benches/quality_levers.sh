@@ -32,10 +32,10 @@ params=""
 [[ "$owner" == *\?* ]] && params="?${owner#*\?}"
 db="${base%/*}/dp_bench_quality$params"
 
-if ! "$ONNX_VENV/bin/python" -c 'import onnx, onnxruntime, safetensors, tokenizers' 2>/dev/null; then
+if ! "$ONNX_VENV/bin/python" -c 'import onnx, onnxruntime, safetensors, snowballstemmer, tokenizers' 2>/dev/null; then
     echo "setting up $ONNX_VENV with onnxruntime from PyPI (once)" >&2
     python3 -m venv "$ONNX_VENV"
-    "$ONNX_VENV/bin/pip" install --quiet --disable-pip-version-check onnx onnxruntime numpy safetensors tokenizers
+    "$ONNX_VENV/bin/pip" install --quiet --disable-pip-version-check onnx onnxruntime numpy safetensors tokenizers snowballstemmer
 fi
 "$ONNX_VENV/bin/python" benches/quality_levers.py "$dump" --model "$MODEL_DIR" --db "$db" \
     --fixture "${SCIFACT_DIR:-../shared/fixtures/scifact-train}"
