@@ -9,7 +9,7 @@
 # DATABASE_OWNER_URL's server) and psql; sets up ONNX Runtime from PyPI in
 # the venv benches/embed.sh uses. The first run embeds every sentence of
 # the corpus twice (about 15 minutes on two cores) into
-# .data/bench/quality-levers; later runs take a minute or two.
+# .data/bench/quality-levers; later runs take about five minutes.
 #
 # `make bench` runs it without a dump, and then it only says how to run it.
 set -euo pipefail
