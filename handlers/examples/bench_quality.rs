@@ -50,7 +50,7 @@ use bench_support::{BenchDatabase, call, mean, print_percentiles};
 
 const DATABASE: &str = "dp_bench_quality";
 /// Changes whenever the way the corpus is built changes.
-const RECIPE: &str = "data-plane quality bench v1";
+const RECIPE: &str = "data-plane quality bench v2";
 const READER: &str = "reader@bench.quality";
 /// The cut-off of nDCG and MRR.
 const K: usize = 10;

@@ -44,7 +44,7 @@ use bench_support::corpus::{self, CHUNKS_PER_DOC, QUERIES, Setup};
 use bench_support::{BenchDatabase, call, percentile, print_percentiles};
 
 /// Changes whenever the way a corpus is built changes.
-const RECIPE: &str = "data-plane scale bench v1";
+const RECIPE: &str = "data-plane scale bench v2";
 const PASSES: usize = 3;
 const K: usize = 10;
 /// Real files of the manual ingested at each size: every fourth one.

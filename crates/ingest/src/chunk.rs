@@ -326,18 +326,25 @@ fn split(
         if seg_start == seg_end {
             continue;
         }
+        let seg_len = char_len(text, seg_start, seg_end);
         if let Some((s, e)) = current {
             let combined = char_len(text, s, seg_end);
-            // A tiny piece (a heading line, a lead-in such as "Example:") belongs with what
-            // follows it, even past the target, as long as the ceiling holds.
-            let tiny = char_len(text, s, e) * 8 < sizes.target;
-            if combined <= sizes.target || (tiny && combined <= sizes.max) {
+            // A short piece (a title or heading line, a lead-in such as "Example:") does not
+            // stand alone before what follows it: it joins it, past the target as long as the
+            // ceiling holds, or else starts the first piece cut from it.
+            let short = char_len(text, s, e) * 4 < sizes.target;
+            if combined <= sizes.target || (short && combined <= sizes.max) {
                 current = Some((s, seg_end));
+                continue;
+            }
+            if short && seg_len > sizes.target {
+                current = None;
+                split(text, s, seg_end, level.finer(), next_cut, sizes, out);
+                next_cut = Some(level);
                 continue;
             }
             flush(&mut current, out, &mut next_cut);
         }
-        let seg_len = char_len(text, seg_start, seg_end);
         if seg_len <= sizes.target {
             current = Some((seg_start, seg_end));
         } else {

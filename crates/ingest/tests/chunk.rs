@@ -142,6 +142,55 @@ fn long_paragraphs_split_at_lines_then_sentences_then_words_then_chars() {
 }
 
 #[test]
+fn a_short_line_before_a_long_paragraph_leads_it_instead_of_standing_alone() {
+    // Cut at sentences, the paragraph's first piece starts with the title line.
+    let text =
+        "On the title.\n\nFirst sentence is here. Second sentence is here. Third sentence is here.";
+    check(
+        text,
+        opts(60, 80, 0),
+        &[
+            "On the title.\n\nFirst sentence is here.",
+            "Second sentence is here. Third sentence is here.",
+        ],
+    );
+    // Under the ceiling together, the two make one chunk.
+    check(
+        "A heading\n\nA paragraph of fifty characters, give or take one.",
+        opts(40, 70, 0),
+        &["A heading\n\nA paragraph of fifty characters, give or take one."],
+    );
+    // A paragraph under the target that the short line would push past it: one chunk too.
+    check(
+        "A heading\n\nA paragraph of thirty-six characters.",
+        opts(40, 70, 0),
+        &["A heading\n\nA paragraph of thirty-six characters."],
+    );
+    // Several short lines lead it together; a longer lead-in still stands alone.
+    check(
+        "Ab.\n\nCd.\n\nFirst sentence is here. Second sentence is here. Third sentence is here.",
+        opts(60, 80, 0),
+        &[
+            "Ab.\n\nCd.\n\nFirst sentence is here. Second sentence is here.",
+            "Third sentence is here.",
+        ],
+    );
+    check(
+        "A lead-in of thirty characters\n\nFirst sentence is here. Second sentence is here. Third one.",
+        opts(60, 80, 0),
+        &[
+            "A lead-in of thirty characters",
+            "First sentence is here. Second sentence is here. Third one.",
+        ],
+    );
+    // With overlap, the first piece still starts with the title line and none is the line alone.
+    let chunks = run(text, &[], &opts(60, 80, 12));
+    assert!(chunks[0].text.starts_with("On the title.\n\nFirst"));
+    assert!(chunks.iter().all(|c| c.text != "On the title."));
+    assert!(chunks[1].text.ends_with("Third sentence is here."));
+}
+
+#[test]
 fn overlap_only_where_a_paragraph_was_cut_mid_flow() {
     let text = "First sentence is here. Second sentence is here. Third sentence is here.";
     let chunks = run(text, &[], &opts(25, 45, 12));
