@@ -90,12 +90,12 @@ class Bm25:
         self.norm = k1 * (1 - b + b * self.lengths / max(self.lengths.mean(), 1e-9))
 
     def scores(self, terms):
-        total = np.zeros(len(self.lengths))
+        n = len(self.lengths)
+        total = np.zeros(n)
         for term in set(terms):
             posting = self.postings.get(term)
             if not posting:
                 continue
-            n = len(self.lengths)
             idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
             units = np.fromiter((i for i, _ in posting), dtype=np.int64, count=len(posting))
             tf = np.fromiter((c for _, c in posting), dtype=np.float64, count=len(posting))
@@ -155,6 +155,14 @@ def passage_vectors(db_url):
     return np.array(ids), docs, np.array(vectors, dtype=np.float32), texts
 
 
+def abstract_sentences(corpus):
+    """(abstract, sentence) for every sentence of every abstract's text, in order."""
+    for doc in corpus:
+        for sentence in SENTENCE_END.split(doc["text"].strip()):
+            if sentence.strip():
+                yield doc, sentence
+
+
 def sentence_vectors(corpus, encode, cache, with_title):
     name = "title-sentence" if with_title else "sentence"
     vectors_file, docs_file = cache / f"{name}.npy", cache / f"{name}.json"
@@ -162,11 +170,9 @@ def sentence_vectors(corpus, encode, cache, with_title):
         return json.loads(docs_file.read_text()), np.load(vectors_file)
     print(f"embedding every {name} of the corpus (once; kept in {cache})", file=sys.stderr, flush=True)
     docs, vectors = [], []
-    for doc in corpus:
-        for sentence in SENTENCE_END.split(doc["text"].strip()):
-            if sentence.strip():
-                docs.append(doc["_id"])
-                vectors.append(encode(f"{doc['title']}\n\n{sentence}" if with_title else sentence))
+    for doc, sentence in abstract_sentences(corpus):
+        docs.append(doc["_id"])
+        vectors.append(encode(f"{doc['title']}\n\n{sentence}" if with_title else sentence))
     cache.mkdir(parents=True, exist_ok=True)
     np.save(vectors_file, np.array(vectors, dtype=np.float32))
     docs_file.write_text(json.dumps(docs))
@@ -374,8 +380,8 @@ def main():
 
         def sentence_list(row, n=50):
             best = best_of[row["id"]]
-            top = np.argsort(-best)[:n]
-            return [(unique[i], float(best[i])) for i in top]
+            order = np.argsort(-best)[:n]
+            return [(unique[i], float(best[i])) for i in order]
 
         def candidates_only(row, deep=50):
             best = best_of[row["id"]]
@@ -428,12 +434,11 @@ def main():
     claim_terms = {row["id"]: terms(claims[row["id"]]) for row in rows}
     abstract_ids = [doc["_id"] for doc in corpus]
     title_of = {doc["_id"]: doc["title"] for doc in corpus}
+    id_list = ids.tolist()
     sentences, sentence_of = [], []
-    for doc in corpus:
-        for sentence in SENTENCE_END.split(doc["text"].strip()):
-            if sentence.strip():
-                sentences.append(terms(sentence))
-                sentence_of.append(doc["_id"])
+    for doc, sentence in abstract_sentences(corpus):
+        sentences.append(terms(sentence))
+        sentence_of.append(doc["_id"])
     sentence_abstracts, sentence_index = np.unique(np.array(sentence_of), return_inverse=True)
     units = {
         "whole abstracts, title in the text": (
@@ -441,8 +446,8 @@ def main():
             "abstract",
         ),
         "whole abstracts, no title": ([terms(doc["text"]) for doc in corpus], "abstract"),
-        # A passage that is the title alone (the chunker splits a long title from the
-        # first paragraph) is not given it twice.
+        # A passage that is the title alone (a title too long to join the first
+        # paragraph) is not given it twice.
         "passages, title in the text": (
             [terms(text if text.strip() == title_of[d].strip() else f"{title_of[d]} {text}") for text, d in zip(texts, docs)],
             "passage",
@@ -461,7 +466,7 @@ def main():
                     best = np.zeros(len(sentence_abstracts))
                     np.maximum.at(best, sentence_index, scores)
                     return top(best, sentence_abstracts)
-                return by_abstract((c, doc_of[c], v) for c, v in top(scores, ids.tolist(), 150))
+                return by_abstract((c, doc_of[c], v) for c, v in top(scores, id_list, 150))
 
             lists = {row["id"]: unit_list(row) for row in rows}
             label = f"BM25 of {unit}, k1 {k1} b {b}"
