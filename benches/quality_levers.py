@@ -31,14 +31,23 @@ The levers:
   English stemmer, as Tantivy's, and one field): whole abstracts, the
   title in the text or left out; passages with their title in the text;
   single sentences, an abstract scored by its best. Each alone, fused with
-  the passage vectors, and fused with the title + sentence vectors.
+  the passage vectors, and fused with the title + sentence vectors;
+- the forms the server could search, scored as the tool scores itself
+  (passage lists 150 deep, fused passage by passage, abstracts by their
+  best passage): passage vectors, title + sentence vectors and late-chunked
+  title + piece vectors (each passage through the model once, its pieces
+  pooled from the same pass), against our keyword list's replica, passages
+  with their title in the text, and either with a share of the whole
+  abstract's BM25 added to each passage's score.
 
 The sentence vectors (about 45,000 per variant; some 8 minutes each on two
-cores) are kept in CACHE and reused.
+cores) and the late-chunked vectors (some 6 minutes) are kept in CACHE and
+reused.
 """
 
 import argparse
 import collections
+import hashlib
 import json
 import math
 import pathlib
@@ -113,22 +122,33 @@ def top(scores, keys, n=50):
 
 class Encoder:
     def __init__(self, model_dir):
+        import onnx
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        graph = build_graph(model_dir)
+        # The last hidden state (a row per word piece, before the mean pooling)
+        # as a second output, for late chunking.
+        pooled = next(n for n in reversed(graph.graph.node) if n.op_type == "ReduceMean").input[0]
+        graph.graph.output.append(onnx.helper.make_tensor_value_info(pooled, onnx.TensorProto.FLOAT, None))
         options = ort.SessionOptions()
         options.intra_op_num_threads = 2
-        self.session = ort.InferenceSession(
-            build_graph(model_dir).SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()
         # Our engine reads at most 256 word pieces, as the model was trained.
         self.tokenizer.enable_truncation(256)
 
     def __call__(self, text):
-        ids = np.array(self.tokenizer.encode(text).ids, dtype=np.int64)
-        return self.session.run(None, {"input_ids": ids})[0][0]
+        return self.pieces(text)[0]
+
+    def pieces(self, text):
+        """The text's embedding, its word pieces' last hidden states and their
+        character spans in the text."""
+        encoding = self.tokenizer.encode(text)
+        ids = np.array(encoding.ids, dtype=np.int64)
+        embedding, hidden = self.session.run(None, {"input_ids": ids})
+        return embedding[0], np.asarray(hidden).reshape(len(ids), -1), encoding.offsets
 
 
 def passage_vectors(db_url):
@@ -179,6 +199,65 @@ def sentence_vectors(corpus, encode, cache, with_title):
     return docs, np.load(vectors_file)
 
 
+def late_vectors(ids, docs, texts, title_of, encoder, cache):
+    """Late chunking: each passage's embedding input (title, blank line,
+    passage) goes through the model once, as ingestion embeds it, and each
+    piece of the passage (its title line, its sentences) gets the mean of its
+    own and the title's word pieces' last hidden states. No embedding beyond
+    what ingestion does already. Returns each piece's passage (a row of
+    `ids`) and its vector."""
+    key = hashlib.sha1("\n".join(f"{i}\t{t}" for i, t in zip(ids.tolist(), texts)).encode()).hexdigest()[:12]
+    path = cache / f"late-title-piece-{key}.npz"
+    if path.exists():
+        saved = np.load(path)
+        return saved["owner"], saved["pieces"]
+    print(f"late chunking every passage (once; kept in {path})", file=sys.stderr, flush=True)
+    owner, pieces = [], []
+    for row, (text, doc) in enumerate(zip(texts, docs)):
+        title, body = title_of[doc].strip(), text.strip()
+        prefix = f"{title}\n\n"
+        spans, at = [], 0
+        if body.startswith(title):  # the first passage: its title line is a piece
+            spans.append((0, len(title)))
+            at = len(title)
+        for sentence in SENTENCE_END.split(body[at:]):
+            sentence = sentence.strip()
+            if sentence:
+                start = body.index(sentence, at)
+                spans.append((start, start + len(sentence)))
+                at = start + len(sentence)
+        _, hidden, offsets = encoder.pieces(prefix + body)
+        starts = np.array([a for a, _ in offsets])
+        ends = np.array([b for _, b in offsets])
+        real = ends > starts  # [CLS] and [SEP] span nothing
+        in_title = real & (ends <= len(title))
+        for a, b in spans:
+            inside = real & (starts >= len(prefix) + a) & (ends <= len(prefix) + b)
+            if inside.any():  # a piece past the 256th word piece was not read
+                vector = hidden[inside | in_title].mean(axis=0)
+                pieces.append(vector / np.linalg.norm(vector))
+                owner.append(row)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(path, owner=np.array(owner), pieces=np.array(pieces, dtype=np.float32))
+    return np.array(owner), np.array(pieces, dtype=np.float32)
+
+
+def sentence_passages(sentence_docs, sentences, docs, texts):
+    """(sentence, passage) pairs: which passages (rows of `docs`) hold each
+    sentence of its abstract (two where passages overlap)."""
+    rows_of = collections.defaultdict(list)
+    for row, doc in enumerate(docs):
+        rows_of[doc].append(row)
+    flat = [" ".join(t.split()) for t in texts]
+    pairs = []
+    for index, (doc, sentence) in enumerate(zip(sentence_docs, sentences)):
+        words = " ".join(sentence.split())
+        for row in rows_of[doc]:
+            if words[:60] in flat[row] or words[-60:] in flat[row]:
+                pairs.append((index, row))
+    return np.array(pairs)
+
+
 def scaled(items):
     """(key, score) pairs with the scores on the default fusion's scale."""
     if not items:
@@ -227,10 +306,11 @@ def main():
 
     baseline = []
 
-    def report(name, rank):
+    def report(name, rank, against=None):
         """rank(row) gives abstracts best first. Prints the mean nDCG@10 and
         recall@50, and the paired difference in nDCG@10 from the default
-        fusion, with one standard error over the claims."""
+        fusion (or from `against`, per-claim scores), with one standard error
+        over the claims. Returns the per-claim nDCG@10."""
         n, r = [], []
         for row in rows:
             ranked = rank(row)
@@ -239,14 +319,15 @@ def main():
         n = np.array(n)
         if not baseline:
             baseline.append(n)
-        diff = n - baseline[0]
+        diff = n - (baseline[0] if against is None else against)
         error = diff.std(ddof=1) / np.sqrt(len(diff))
         print(
             f"{name:66} ndcg@10 {n.mean():.4f} ({diff.mean():+.4f} ± {error:.4f})  recall@50 {np.mean(r):.4f}",
             flush=True,
         )
+        return n
 
-    def held_out(name, ranks):
+    def held_out(name, ranks, against=None, against_name="the default fusion"):
         """ranks: a rank function per setting. Picks the best setting on a random half of
         the claims and scores it on the other half, both ways, over 200 splits: what the
         lever is worth when its setting is not chosen on the claims it is scored on."""
@@ -258,10 +339,11 @@ def main():
             halves = (order[: len(rows) // 2], order[len(rows) // 2 :])
             for chosen_on, scored_on in (halves, halves[::-1]):
                 best = scores[:, chosen_on].mean(axis=1).argmax()
-                gains.append(scores[best, scored_on].mean() - baseline[0][scored_on].mean())
+                reference = baseline[0] if against is None else against
+                gains.append(scores[best, scored_on].mean() - reference[scored_on].mean())
         gains = np.array(gains)
         print(
-            f"{name:66} held out: {gains.mean():+.4f} over the default fusion"
+            f"{name:66} held out: {gains.mean():+.4f} over {against_name}"
             f" (5-95%: {np.percentile(gains, 5):+.4f} to {np.percentile(gains, 95):+.4f})",
             flush=True,
         )
@@ -489,6 +571,91 @@ def main():
                     )
                     for weight in (0.4, 0.45, 0.5, 0.55, 0.6)
                 },
+            )
+
+
+    # The forms the server could search: passage lists 150 deep (the tool's
+    # depth at `limit: 50`), fused passage by passage, abstracts ranked by
+    # their best passage. The lists above are abstracts, 50 deep.
+    print("--- passage lists, 150 deep, fused passage by passage", flush=True)
+    deep = 150
+    exact = {row["id"]: top(vectors @ query[row["id"]], id_list, deep) for row in rows}
+    passage_units = units["passages, title in the text"][0]
+    text_bm25 = Bm25([terms(text) for text in texts], 0.5, 0.4)
+    title_bm25 = Bm25([terms(title_of[d]) for d in docs], 0.5, 0.4)
+    in_text_bm25 = Bm25(passage_units, 0.5, 0.4)
+    abstract_bm25 = Bm25(units["whole abstracts, title in the text"][0], 1.2, 0.75)
+    row_of_abstract = {doc: i for i, doc in enumerate(abstract_ids)}
+    passage_abstract = np.array([row_of_abstract[d] for d in docs])
+
+    def keyword_scores(kind, claim):
+        words = claim_terms[claim]
+        if kind == "ours":  # our index: the text, and the title as a field of weight 0.2
+            return text_bm25.scores(words) + 0.2 * title_bm25.scores(words)
+        return in_text_bm25.scores(words)
+
+    def with_abstract(scores, claim, share):
+        """Each passage's score plus a share of its whole abstract's BM25, both
+        divided by their best."""
+        whole = abstract_bm25.scores(claim_terms[claim])
+        return scores / max(scores.max(), 1e-9) + share * whole[passage_abstract] / max(whole.max(), 1e-9)
+
+    keyword_lists = {}
+    for kind in ("ours", "title in the text"):
+        keyword_lists[kind] = {row["id"]: top(keyword_scores(kind, row["id"]), id_list, deep) for row in rows}
+        for share in (0.5, 1.0):
+            keyword_lists[f"{kind}, + {share} x its abstract's BM25"] = {
+                row["id"]: top(with_abstract(keyword_scores(kind, row["id"]), row["id"], share), id_list, deep)
+                for row in rows
+            }
+
+    # Title + sentence vectors, a passage scored by its best sentence.
+    sentence_docs, sentence_vecs = sentence_vectors(corpus, encode, args.cache, True)
+    pairs = sentence_passages(sentence_docs, [s for _, s in abstract_sentences(corpus)], docs, texts)
+    # Late chunking: title + piece vectors from the passage's own pass.
+    late_owner, late_pieces = late_vectors(ids, docs, texts, title_of, encode, args.cache)
+    dense_lists = {"passage vectors": exact}
+    dense_lists["title + sentence vectors"] = {}
+    for row in rows:
+        best = np.full(len(ids), -1.0)
+        np.maximum.at(best, pairs[:, 1], (sentence_vecs @ query[row["id"]])[pairs[:, 0]])
+        dense_lists["title + sentence vectors"][row["id"]] = top(best, id_list, deep)
+    for mix in (0.0, 0.3):
+        mixed = late_pieces + mix * vectors[late_owner]
+        mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+        name = f"late title + piece vectors ({mix} x the passage's added), or the passage's"
+        dense_lists[name] = {}
+        for row in rows:
+            best = vectors @ query[row["id"]]
+            np.maximum.at(best, late_owner, mixed @ query[row["id"]])
+            dense_lists[name][row["id"]] = top(best, id_list, deep)
+
+    # Differences in this part are from today's lists in this form.
+    today = report(
+        "today's lists in this form (passage vectors 0.5, keyword (ours) 0.5)",
+        lambda row: as_abstracts(fuse([(exact[row["id"]], 0.5), (keyword_lists["ours"][row["id"]], 0.5)])),
+    )
+    for dense, dense_list in dense_lists.items():
+        report(f"{dense} alone", lambda row: as_abstracts(c for c, _ in dense_list[row["id"]]), today)
+        for kind, keyword_list in keyword_lists.items():
+            report(
+                f"{dense} 0.5, keyword ({kind}) 0.5",
+                lambda row: as_abstracts(fuse([(dense_list[row["id"]], 0.5), (keyword_list[row["id"]], 0.5)])),
+                today,
+            )
+        for kind in ("ours", "title in the text"):
+            held_out(
+                f"{dense}, keyword ({kind}), 0.4-0.6",
+                {
+                    weight: (
+                        lambda row, weight=weight, keyword_list=keyword_lists[kind]: as_abstracts(
+                            fuse([(dense_list[row["id"]], weight), (keyword_list[row["id"]], 1 - weight)])
+                        )
+                    )
+                    for weight in (0.4, 0.45, 0.5, 0.55, 0.6)
+                },
+                today,
+                "today's lists in this form",
             )
 
 

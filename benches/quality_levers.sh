@@ -8,8 +8,9 @@
 # Needs the benchmark's database (dp_bench_quality, reached through
 # DATABASE_OWNER_URL's server) and psql; sets up ONNX Runtime from PyPI in
 # the venv benches/embed.sh uses. The first run embeds every sentence of
-# the corpus twice (about 15 minutes on two cores) into
-# .data/bench/quality-levers; later runs take about five minutes.
+# the corpus twice and passes every passage through the model once more
+# for late chunking (about 20 minutes on two cores), keeping the vectors
+# in .data/bench/quality-levers; later runs take about five minutes.
 #
 # `make bench` runs it without a dump, and then it only says how to run it.
 set -euo pipefail
