@@ -163,8 +163,7 @@ impl Ledger for PgLedger {
         limits: &RateLimits,
     ) -> Result<(), LedgerError> {
         let unavailable = |e: data_plane_store::StoreError| LedgerError::Unavailable(e.to_string());
-        let daily = limits.daily_limit.map(i64::from).unwrap_or(i64::MAX);
-        let cooldown_ms = limits.cooldown.map_or(0, |d| d.as_millis() as i64);
+        let (daily, cooldown_ms) = bounds(limits);
         let mut tx = self
             .db
             .begin(Scope::User(ctx.user_id))
@@ -193,29 +192,32 @@ impl Ledger for PgLedger {
                 .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
             return Ok(());
         }
-        let (count, wait_ms): (i32, f64) = sqlx::query_as(
-            "SELECT count, greatest(0, $3::double precision
-                        - extract(epoch FROM now() - last_call_at) * 1000)
-               FROM rate_limits
-              WHERE user_id = $1 AND tool = $2 AND day = (now() AT TIME ZONE 'utc')::date",
-        )
-        .bind(ctx.user_id)
-        .bind(tool)
-        .bind(cooldown_ms as f64)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        let message = if i64::from(count) >= daily {
-            format!(
-                "{tool} may be called {daily} times per day and that limit is reached; it resets at midnight UTC"
-            )
-        } else {
-            format!(
-                "{tool} was called less than {cooldown_ms} ms ago; wait {} ms before calling it again",
-                wait_ms.ceil() as i64
-            )
-        };
-        Err(LedgerError::Refused(Refusal { message }))
+        let refusal = refusal(&mut tx, ctx.user_id, tool, daily, cooldown_ms)
+            .await?
+            // Both statements share `now()`, so only another call's commit
+            // in between (the row read afresh) leaves no reason to give.
+            .unwrap_or_else(|| Refusal {
+                message: format!("{tool} was called less than {cooldown_ms} ms ago; call it again"),
+            });
+        Err(LedgerError::Refused(refusal))
+    }
+
+    async fn check(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        limits: &RateLimits,
+    ) -> Result<(), LedgerError> {
+        let (daily, cooldown_ms) = bounds(limits);
+        let mut tx = self
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+        match refusal(&mut tx, ctx.user_id, tool, daily, cooldown_ms).await? {
+            None => Ok(()),
+            Some(refusal) => Err(LedgerError::Refused(refusal)),
+        }
     }
 
     async fn record(&self, record: AuditRecord) -> Result<(), LedgerError> {
@@ -224,6 +226,54 @@ impl Ledger for PgLedger {
             .await
             .map_err(|_| LedgerError::Unavailable("the audit writer has stopped".into()))
     }
+}
+
+/// A tool's daily limit (`i64::MAX` for none) and cooldown in milliseconds
+/// (0 for none).
+fn bounds(limits: &RateLimits) -> (i64, i64) {
+    (
+        limits.daily_limit.map(i64::from).unwrap_or(i64::MAX),
+        limits.cooldown.map_or(0, |d| d.as_millis() as i64),
+    )
+}
+
+/// Why the caller's next call of `tool` would be refused now: today's count
+/// at the daily limit, or the cooldown still running. `None` when neither.
+async fn refusal(
+    conn: &mut sqlx::PgConnection,
+    user: Uuid,
+    tool: &str,
+    daily: i64,
+    cooldown_ms: i64,
+) -> Result<Option<Refusal>, LedgerError> {
+    let today: Option<(i32, f64)> = sqlx::query_as(
+        "SELECT count, greatest(0, $3::double precision
+                    - extract(epoch FROM now() - last_call_at) * 1000)
+           FROM rate_limits
+          WHERE user_id = $1 AND tool = $2 AND day = (now() AT TIME ZONE 'utc')::date",
+    )
+    .bind(user)
+    .bind(tool)
+    .bind(cooldown_ms as f64)
+    .fetch_optional(conn)
+    .await
+    .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
+    let Some((count, wait_ms)) = today else {
+        return Ok(None);
+    };
+    let message = if i64::from(count) >= daily {
+        format!(
+            "{tool} may be called {daily} times per day and that limit is reached; it resets at midnight UTC"
+        )
+    } else if wait_ms > 0.0 {
+        format!(
+            "{tool} was called less than {cooldown_ms} ms ago; wait {} ms before calling it again",
+            wait_ms.ceil() as i64
+        )
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(Refusal { message }))
 }
 
 /// The background task that owns the audit log's writes and the spool.

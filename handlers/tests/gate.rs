@@ -2,12 +2,15 @@
 //! that allows, blocks, asks, fails or is too slow (fail-open at 2 s on the
 //! real clock), no gate at all, tools that do not pass it, and the HTTP gate
 //! against a fake evaluation service; every call's audit row holds the
-//! gate's verdict.
+//! gate's verdict. Then how the rate limits count the calls the gate or a
+//! person judges: a call the gate blocks, a person denies or nobody can
+//! approve is not counted; one over its limit reaches neither the gate nor
+//! a person; one approved after another took the day's last is refused.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,9 +18,9 @@ use async_trait::async_trait;
 use data_plane_handlers::{HttpGate, PgLedger};
 use data_plane_registry::gate::{GateChain, PolicyGate};
 use data_plane_registry::{
-    AnnotationHints, Callbacks, Category, CostTier, DefinitionFile, ErrorCode, Gate, GateCall,
-    GateDecision, GateError, HandlerEntry, NoCallbacks, Permission, RateLimits, Registry,
-    ToolContext, ToolError, ToolHandler, ToolMeta, ToolResult,
+    AnnotationHints, Approval, ApprovalRequest, Approver, Callbacks, Category, CostTier,
+    DefinitionFile, ErrorCode, Gate, GateCall, GateDecision, GateError, HandlerEntry, NoCallbacks,
+    Permission, RateLimits, Registry, ToolContext, ToolError, ToolHandler, ToolMeta, ToolResult,
 };
 use data_plane_store::Scope;
 use data_plane_store::identity;
@@ -581,4 +584,249 @@ async fn the_http_gate_sees_only_what_the_policy_allows() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
     assert_eq!(w.runs(), 0);
+}
+
+// How the rate limits count the calls the gate or a person judges.
+
+/// `tool`'s entry with rate limits and, when `confirm`, the annotation
+/// that makes a person approve each call.
+fn limited(
+    name: &'static str,
+    limits: RateLimits,
+    confirm: bool,
+    requires_gate: bool,
+    runs: &Arc<Runs>,
+) -> HandlerEntry {
+    let mut entry = tool(name, requires_gate, runs);
+    entry.meta.limits = limits;
+    entry.meta.annotations.requires_confirmation = Some(confirm);
+    entry
+}
+
+const TWICE_A_DAY: RateLimits = RateLimits {
+    cooldown: None,
+    daily_limit: Some(2),
+};
+
+impl World {
+    /// A registry of limited tools: "confirmed" and "confirmed_cooling" ask
+    /// a person, "gated_twice" passes the gate.
+    fn limited_registry(&self, gate: Arc<dyn Gate>) -> Arc<Registry> {
+        let cooling = RateLimits {
+            cooldown: Some(Duration::from_secs(60)),
+            daily_limit: None,
+        };
+        let handlers = vec![
+            limited("confirmed", TWICE_A_DAY, true, false, &self.runs),
+            limited("confirmed_cooling", cooling, true, false, &self.runs),
+            limited("gated_twice", TWICE_A_DAY, false, true, &self.runs),
+        ];
+        let definitions = handlers.iter().map(|h| definition(h.name)).collect();
+        let registry =
+            Registry::build(definitions, handlers, Arc::new(self.ledger.clone())).unwrap();
+        Arc::new(registry.with_gate(gate))
+    }
+
+    fn asking(&self, approver: Arc<dyn Approver>) -> ToolContext {
+        let mut ctx = self.ctx("call-limited");
+        ctx.approver = Some(approver);
+        ctx
+    }
+
+    /// Today's count of the user's calls of `tool` in the ledger.
+    async fn counted(&self, tool: &str) -> i32 {
+        let mut tx = self.test.db.begin(Scope::System).await.unwrap();
+        sqlx::query_scalar::<_, i32>(
+            "SELECT count FROM rate_limits
+              WHERE user_id = $1 AND tool = $2 AND day = (now() AT TIME ZONE 'utc')::date",
+        )
+        .bind(self.user)
+        .bind(tool)
+        .fetch_optional(&mut *tx)
+        .await
+        .unwrap()
+        .unwrap_or(0)
+    }
+}
+
+async fn run(registry: &Registry, tool: &str, ctx: &ToolContext) -> ToolResult {
+    registry
+        .execute_tool(tool, json!({}), ctx, &NoCallbacks)
+        .await
+}
+
+fn assert_code(r: &ToolResult, code: ErrorCode, says: &str) {
+    assert!(!r.success, "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    assert_eq!(error.code, code, "{r:?}");
+    assert!(
+        error.message.contains(says),
+        "{:?} lacks {says:?}",
+        error.message
+    );
+}
+
+/// Approves or denies as told, and counts how often it was asked.
+#[derive(Default)]
+struct Person {
+    approves: AtomicBool,
+    asked: AtomicUsize,
+}
+
+impl Person {
+    fn answers(&self, approves: bool) {
+        self.approves.store(approves, Ordering::SeqCst);
+    }
+
+    fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Approver for Person {
+    async fn approve(&self, _request: ApprovalRequest<'_>) -> Approval {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        if self.approves.load(Ordering::SeqCst) {
+            Approval::Approved
+        } else {
+            Approval::Denied {
+                reason: "the user said no".into(),
+            }
+        }
+    }
+}
+
+/// While it is asked, another call of the same tool by the same user runs
+/// (and takes the day's last call); then it approves.
+struct Overtaken {
+    registry: Arc<Registry>,
+    other: ToolContext,
+}
+
+#[async_trait]
+impl Approver for Overtaken {
+    async fn approve(&self, request: ApprovalRequest<'_>) -> Approval {
+        let other = run(&self.registry, &request.entry.name, &self.other).await;
+        assert!(other.success, "{other:?}");
+        Approval::Approved
+    }
+}
+
+#[tokio::test]
+async fn a_denied_call_is_not_counted_and_one_over_the_limit_asks_nobody() {
+    let w = World::new().await;
+    let registry = w.limited_registry(Fixed::new(Ok(GateDecision::Allow)));
+    let person = Arc::new(Person::default());
+    let ctx = w.asking(person.clone());
+
+    // Three denials: nothing ran, nothing counted.
+    for _ in 0..3 {
+        let denied = run(&registry, "confirmed", &ctx).await;
+        assert_code(&denied, ErrorCode::ApprovalRequired, "was not approved");
+    }
+    assert_eq!(person.asked(), 3);
+    assert_eq!(w.counted("confirmed").await, 0);
+
+    // The day's two calls are all still there; the third asks nobody.
+    person.answers(true);
+    for _ in 0..2 {
+        assert!(run(&registry, "confirmed", &ctx).await.success);
+    }
+    let over = run(&registry, "confirmed", &ctx).await;
+    assert_code(
+        &over,
+        ErrorCode::RateLimited,
+        "confirmed may be called 2 times per day",
+    );
+    assert_eq!(person.asked(), 5, "a call over its limit asks nobody");
+    assert_eq!(w.runs(), 2);
+    assert_eq!(w.counted("confirmed").await, 2);
+
+    // A denial starts no cooldown: the next call, approved, runs at once;
+    // the one after it, in its cooldown, asks nobody.
+    person.answers(false);
+    let denied = run(&registry, "confirmed_cooling", &ctx).await;
+    assert_code(&denied, ErrorCode::ApprovalRequired, "was not approved");
+    person.answers(true);
+    assert!(run(&registry, "confirmed_cooling", &ctx).await.success);
+    let cooling = run(&registry, "confirmed_cooling", &ctx).await;
+    assert_code(
+        &cooling,
+        ErrorCode::RateLimited,
+        "ms before calling it again",
+    );
+    assert_eq!(person.asked(), 7);
+    assert_eq!(w.counted("confirmed_cooling").await, 1);
+}
+
+#[tokio::test]
+async fn a_call_nobody_can_approve_is_not_counted() {
+    let w = World::new().await;
+    let registry = w.limited_registry(Fixed::new(Ok(GateDecision::Allow)));
+    for _ in 0..3 {
+        let refused = run(&registry, "confirmed", &w.ctx("call-nobody")).await;
+        assert_code(&refused, ErrorCode::ApprovalRequired, "nobody can give it");
+    }
+    assert_eq!(w.counted("confirmed").await, 0);
+    assert_eq!(w.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_blocked_call_is_not_counted_and_one_over_the_limit_never_reaches_the_gate() {
+    let w = World::new().await;
+    let ctx = w.ctx("call-gated-twice");
+    let blocking = Fixed::new(Ok(GateDecision::Deny {
+        reason: "not today".into(),
+    }));
+    let registry = w.limited_registry(blocking.clone());
+    for _ in 0..3 {
+        let blocked = run(&registry, "gated_twice", &ctx).await;
+        assert_code(&blocked, ErrorCode::Blocked, "not today");
+    }
+    assert_eq!(blocking.asked().len(), 3);
+    assert_eq!(w.counted("gated_twice").await, 0);
+
+    // The same ledger behind a gate that allows: both of the day's calls run.
+    let allowing = Fixed::new(Ok(GateDecision::Allow));
+    let registry = w.limited_registry(allowing.clone());
+    for _ in 0..2 {
+        assert!(run(&registry, "gated_twice", &ctx).await.success);
+    }
+    let over = run(&registry, "gated_twice", &ctx).await;
+    assert_code(&over, ErrorCode::RateLimited, "2 times per day");
+    assert_eq!(
+        allowing.asked().len(),
+        2,
+        "a call over its limit never reaches the gate"
+    );
+    assert_eq!(w.counted("gated_twice").await, 2);
+}
+
+#[tokio::test]
+async fn a_call_approved_after_another_took_the_last_one_is_refused() {
+    let w = World::new().await;
+    let registry = w.limited_registry(Fixed::new(Ok(GateDecision::Allow)));
+    let person = Arc::new(Person::default());
+    person.answers(true);
+    assert!(
+        run(&registry, "confirmed", &w.asking(person.clone()))
+            .await
+            .success
+    );
+
+    // One call left today. While this call waits for its approval, another
+    // call of the same user takes it.
+    let overtaken = Arc::new(Overtaken {
+        registry: registry.clone(),
+        other: w.asking(person.clone()),
+    });
+    let late = run(&registry, "confirmed", &w.asking(overtaken)).await;
+    assert_code(
+        &late,
+        ErrorCode::RateLimited,
+        "confirmed may be called 2 times per day",
+    );
+    assert_eq!(w.runs(), 2, "the limit holds");
+    assert_eq!(w.counted("confirmed").await, 2);
 }

@@ -45,8 +45,18 @@ pub struct AuditRecord {
 #[async_trait]
 pub trait Ledger: Send + Sync {
     /// Counts the call against `limits`, or refuses it. Only called for tools
-    /// that have limits.
+    /// that have limits, just before the handler runs.
     async fn admit(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        limits: &RateLimits,
+    ) -> Result<(), LedgerError>;
+
+    /// Refuses the call as `admit` would now, counting nothing: asked before
+    /// the eval gate or a person is, so that neither judges a call its limits
+    /// would refuse, and a call they refuse is never counted.
+    async fn check(
         &self,
         ctx: &ToolContext,
         tool: &str,
@@ -73,6 +83,9 @@ pub struct NoLedger;
 #[async_trait]
 impl Ledger for NoLedger {
     async fn admit(&self, _: &ToolContext, _: &str, _: &RateLimits) -> Result<(), LedgerError> {
+        Ok(())
+    }
+    async fn check(&self, _: &ToolContext, _: &str, _: &RateLimits) -> Result<(), LedgerError> {
         Ok(())
     }
     async fn record(&self, _: AuditRecord) -> Result<(), LedgerError> {

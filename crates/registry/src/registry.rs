@@ -22,9 +22,18 @@ use crate::remote::RemoteTools;
 use crate::suggest::close_names;
 use crate::tag::{self, Tag};
 use crate::{
-    Annotations, Callbacks, Category, Deployment, ErrorCode, ToolContext, ToolError, ToolEvent,
-    ToolResult,
+    Annotations, Callbacks, Category, Deployment, ErrorCode, RateLimits, ToolContext, ToolError,
+    ToolEvent, ToolResult,
 };
+
+/// What `Registry::limit` asks of the ledger.
+#[derive(Clone, Copy)]
+enum Limit {
+    /// Whether the call is within its limits now, counting nothing.
+    Check,
+    /// Count the call, or refuse it.
+    Count,
+}
 
 /// A definition joined with its handler.
 pub struct ToolEntry {
@@ -959,20 +968,16 @@ impl Registry {
                 .to_lowercase(),
             ));
         }
+        // A call counts against its rate limit when it runs: one the gate
+        // blocks or a person denies is not counted. One over its limit is
+        // refused before the gate is consulted or anyone is asked, by a
+        // check that counts nothing.
         let limits = ctx.rate_limits(name, entry.meta.limits);
-        if !limits.is_none() {
-            match self.ledger.admit(ctx, name, &limits).await {
-                Ok(()) => {}
-                Err(LedgerError::Refused(r)) => {
-                    return Err(ToolError::new(ErrorCode::RateLimited, r.message));
-                }
-                Err(e @ LedgerError::Unavailable(_)) => {
-                    tracing::warn!(tool = name, error = %e, "rate-limit check failed");
-                    return Err(ToolError::unavailable(format!(
-                        "{name} could not check its rate limit; try again shortly"
-                    )));
-                }
-            }
+        let limited = !limits.is_none();
+        let mut checked = false;
+        if limited && self.gates(entry) {
+            self.limit(ctx, name, &limits, Limit::Check).await?;
+            checked = true;
         }
         // Why a person must approve the call first: what refuses it when
         // nobody can answer (annotations, the gate), then what only asks
@@ -1005,6 +1010,9 @@ impl Registry {
             if let Some((_, refusal)) = must_ask {
                 return Err(ToolError::new(ErrorCode::ApprovalRequired, refusal));
             }
+            if limited {
+                self.limit(ctx, name, &limits, Limit::Count).await?;
+            }
             return self.call_handler(entry, args, ctx, callbacks).await;
         };
         let why = must_ask
@@ -1012,6 +1020,9 @@ impl Registry {
             .or_else(|| ctx.settings.approvals.why(entry))
             .or_else(|| entry.asks.and_then(|asks| asks(&args, ctx)));
         if let Some(why) = why {
+            if limited && !checked {
+                self.limit(ctx, name, &limits, Limit::Check).await?;
+            }
             let request = ApprovalRequest {
                 entry,
                 args: &args,
@@ -1029,7 +1040,43 @@ impl Registry {
                 }
             }
         }
+        // Counted now, just before it runs: a call approved while another
+        // took the day's last one is refused here, so the limit holds.
+        if limited {
+            self.limit(ctx, name, &limits, Limit::Count).await?;
+        }
         self.call_handler(entry, args, ctx, callbacks).await
+    }
+
+    /// Whether the eval gate judges this tool's calls.
+    fn gates(&self, entry: &ToolEntry) -> bool {
+        self.gate.is_some() && entry.meta.requires_gate
+    }
+
+    /// Asks the ledger whether the call is within its limits (`Check`,
+    /// counting nothing) or counts it (`Count`); a refusal is the call's
+    /// `rate_limited` error.
+    async fn limit(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        limits: &RateLimits,
+        how: Limit,
+    ) -> Result<(), ToolError> {
+        let outcome = match how {
+            Limit::Check => self.ledger.check(ctx, name, limits).await,
+            Limit::Count => self.ledger.admit(ctx, name, limits).await,
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(LedgerError::Refused(r)) => Err(ToolError::new(ErrorCode::RateLimited, r.message)),
+            Err(e @ LedgerError::Unavailable(_)) => {
+                tracing::warn!(tool = name, error = %e, "rate-limit check failed");
+                Err(ToolError::unavailable(format!(
+                    "{name} could not check its rate limit; try again shortly"
+                )))
+            }
+        }
     }
 
     /// The handler, under the tool's timeout, a panic caught.

@@ -1,8 +1,8 @@
 //! The eval gate: an outside judgement on each call of a tool whose
 //! metadata says `requires_gate` (the web and the document agent), asked
-//! after the rate limit and before the approver and the handler. A gate
-//! that fails or is slower than [`GATE_TIMEOUT`] lets the call run: the gate
-//! guards against misuse, it must not take the tools down with it.
+//! after the rate limit's check and before the approver and the handler.
+//! A gate that fails or is slower than [`GATE_TIMEOUT`] lets the call run:
+//! the gate guards against misuse, it must not take the tools down with it.
 
 mod policy;
 
