@@ -975,7 +975,8 @@ impl Registry {
         let limits = ctx.rate_limits(name, entry.meta.limits);
         let limited = !limits.is_none();
         let mut checked = false;
-        if limited && self.gates(entry) {
+        // The gate judges the call (`consult_gate`'s own condition).
+        if limited && self.gate.is_some() && entry.meta.requires_gate {
             self.limit(ctx, name, &limits, Limit::Check).await?;
             checked = true;
         }
@@ -1046,11 +1047,6 @@ impl Registry {
             self.limit(ctx, name, &limits, Limit::Count).await?;
         }
         self.call_handler(entry, args, ctx, callbacks).await
-    }
-
-    /// Whether the eval gate judges this tool's calls.
-    fn gates(&self, entry: &ToolEntry) -> bool {
-        self.gate.is_some() && entry.meta.requires_gate
     }
 
     /// Asks the ledger whether the call is within its limits (`Check`,
