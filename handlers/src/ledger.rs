@@ -170,9 +170,13 @@ impl Ledger for PgLedger {
             .await
             .map_err(unavailable)?;
         // One statement: counts the call only when both limits allow it.
+        // A day's first call inserts its row, unless the daily limit is 0:
+        // then nothing is inserted and the call is refused like any other
+        // over its limit.
         let admitted: Option<i32> = sqlx::query_scalar(
             "INSERT INTO rate_limits AS r (user_id, tool, day, count, last_call_at)
-             VALUES ($1, $2, (now() AT TIME ZONE 'utc')::date, 1, now())
+             SELECT $1, $2, (now() AT TIME ZONE 'utc')::date, 1, now()
+              WHERE $3 > 0
              ON CONFLICT (user_id, tool, day) DO UPDATE
                 SET count = r.count + 1, last_call_at = now()
               WHERE r.count < $3
@@ -258,10 +262,11 @@ async fn refusal(
     .fetch_optional(conn)
     .await
     .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-    let Some((count, wait_ms)) = today else {
-        return Ok(None);
-    };
-    let message = if i64::from(count) >= daily {
+    // No row: the caller has not called the tool today.
+    let (count, wait_ms) = today.unwrap_or((0, 0.0));
+    let message = if daily <= 0 {
+        format!("{tool} is switched off: its daily limit is 0")
+    } else if i64::from(count) >= daily {
         format!(
             "{tool} may be called {daily} times per day and that limit is reached; it resets at midnight UTC"
         )
@@ -605,6 +610,13 @@ struct Spooled {
     agent: Option<String>,
     #[serde(default)]
     module: Option<String>,
+    // Written since retries became one call; older spools count one.
+    #[serde(default = "one_attempt")]
+    attempts: u32,
+}
+
+fn one_attempt() -> u32 {
+    1
 }
 
 impl From<&AuditRecord> for Spooled {
@@ -626,6 +638,7 @@ impl From<&AuditRecord> for Spooled {
             gate: r.gate.clone(),
             agent: r.agent.clone(),
             module: r.module.clone(),
+            attempts: r.attempts,
         }
     }
 }
@@ -649,6 +662,7 @@ impl From<Spooled> for AuditRecord {
             gate: s.gate,
             agent: s.agent,
             module: s.module,
+            attempts: s.attempts,
         }
     }
 }
@@ -665,7 +679,7 @@ fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let mut q = sqlx::QueryBuilder::new(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module) ",
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module, attempts) ",
     );
     q.push_values(batch, |mut row, r| {
         row.push_bind(&r.call_id)
@@ -683,7 +697,8 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
             .push_bind(&r.side_effects)
             .push_bind(&r.gate)
             .push_bind(&r.agent)
-            .push_bind(&r.module);
+            .push_bind(&r.module)
+            .push_bind(r.attempts.min(i16::MAX as u32) as i16);
     });
     q.build()
         .execute(&mut *tx)
@@ -700,8 +715,8 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
 async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
+        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module, attempts)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17
           WHERE NOT EXISTS (SELECT 1 FROM tool_calls
                              WHERE call_id = $1 AND ts = $2 AND tool = $3 AND request_id = $7)",
     )
@@ -721,6 +736,7 @@ async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::S
     .bind(&r.gate)
     .bind(&r.agent)
     .bind(&r.module)
+    .bind(r.attempts.min(i16::MAX as u32) as i16)
     .execute(&mut *tx)
     .await
     .map_err(data_plane_store::StoreError::from)?;

@@ -446,6 +446,7 @@ async fn the_http_gate_posts_the_call_and_follows_the_answer() {
                 "permission": "user",
                 "caller_permission": "user",
                 "arguments": { "url": "https://example.org/" },
+                "arguments_cut": [],
                 "user_id": w.user,
                 "space_id": null,
                 "request_id": "req-gate",
@@ -829,4 +830,223 @@ async fn a_call_approved_after_another_took_the_last_one_is_refused() {
     );
     assert_eq!(w.runs(), 2, "the limit holds");
     assert_eq!(w.counted("confirmed").await, 2);
+}
+
+#[tokio::test]
+async fn a_daily_limit_of_zero_lets_no_call_run_not_even_the_first() {
+    let w = World::new().await;
+    let zero = RateLimits {
+        cooldown: None,
+        daily_limit: Some(0),
+    };
+    let allowing = Fixed::new(Ok(GateDecision::Allow));
+    let handlers = vec![
+        limited("off", zero, false, false, &w.runs),
+        limited("off_gated", zero, false, true, &w.runs),
+        limited("off_confirmed", zero, true, false, &w.runs),
+        limited("switched_by_admin", RateLimits::NONE, false, false, &w.runs),
+        limited(
+            "cooling_only",
+            RateLimits {
+                cooldown: Some(Duration::from_secs(60)),
+                daily_limit: None,
+            },
+            false,
+            false,
+            &w.runs,
+        ),
+    ];
+    let definitions = handlers.iter().map(|h| definition(h.name)).collect();
+    let registry = Registry::build(definitions, handlers, Arc::new(w.ledger.clone()))
+        .unwrap()
+        .with_gate(allowing.clone());
+    // An admin switches one tool off, as `PUT /v1/admin/settings` would.
+    let settings = data_plane_registry::Settings::default()
+        .apply(
+            json!({ "tool_rate_limits": { "switched_by_admin": { "daily_limit": 0 } } })
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+    let person = Arc::new(Person::default());
+    person.answers(true);
+    let ctx = w.asking(person.clone()).with_settings(Arc::new(settings));
+
+    for tool in ["off", "off_gated", "off_confirmed", "switched_by_admin"] {
+        // The user has never called it: the first call of the day is
+        // refused as surely as the second.
+        for _ in 0..2 {
+            let refused = run(&registry, tool, &ctx).await;
+            assert_code(
+                &refused,
+                ErrorCode::RateLimited,
+                &format!("{tool} is switched off: its daily limit is 0"),
+            );
+        }
+        assert_eq!(w.counted(tool).await, 0, "{tool}");
+    }
+    assert_eq!(w.runs(), 0, "no call of a tool limited to 0 ran");
+    assert!(allowing.asked().is_empty(), "{:?}", allowing.asked());
+    assert_eq!(
+        person.asked(),
+        0,
+        "nobody is asked about a call that cannot run"
+    );
+
+    // A limit of time alone still lets the first call through.
+    assert!(run(&registry, "cooling_only", &ctx).await.success);
+    let cooling = run(&registry, "cooling_only", &ctx).await;
+    assert_code(
+        &cooling,
+        ErrorCode::RateLimited,
+        "ms before calling it again",
+    );
+    assert_eq!(w.runs(), 1);
+}
+
+/// A remote module's tool whose schema takes an unbounded array.
+fn remote_bulk(runs: &Arc<Runs>) -> data_plane_registry::ToolEntry {
+    data_plane_registry::ToolEntry::remote(data_plane_registry::RemoteTool {
+        module: "crm".into(),
+        name: "bulk_update".into(),
+        description: "Updates many records at once.".into(),
+        summary: "updates many records".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": { "ids": { "type": "array", "items": { "type": "string" } } },
+            "required": ["ids"]
+        }),
+        permission: Permission::User,
+        hints: AnnotationHints::DERIVED,
+        timeout: Duration::from_secs(10),
+        source: "module crm: handlers/tests/gate.rs".into(),
+        handler: Arc::new(Counted(runs.clone())),
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_call_too_large_for_the_gate_is_judged_on_a_bounded_copy_or_refused_never_run_unjudged() {
+    let w = World::new().await;
+    // A deny-by-default evaluation service with the body limit such
+    // services have (1 MiB): a larger request is answered 413.
+    let limit = 1024 * 1024;
+    let (limited_server, limited_seen) = {
+        let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let kept = seen.clone();
+        let server = Server::start(move |request: Request| {
+            let too_large = request.body.len() > limit;
+            kept.lock().unwrap().push(request);
+            if too_large {
+                answer(413, r#"{"error": "payload too large"}"#)
+            } else {
+                answer(
+                    200,
+                    r#"{"decision": "deny", "reason": "not on the allow list"}"#,
+                )
+            }
+        })
+        .await;
+        (server, seen)
+    };
+    let gate = HttpGate::new(&limited_server.url("/evaluate"), None).unwrap();
+    let registry = w.registry(Some(Arc::new(gate)));
+    registry.set_module_tools("crm", vec![remote_bulk(&w.runs)]);
+
+    // 100,000 ids: about 1.4 MB of arguments.
+    let ids: Vec<String> = (0..100_000).map(|i| format!("rec-{i:07}")).collect();
+    let r = registry
+        .execute_tool(
+            "crm.bulk_update",
+            json!({ "ids": ids }),
+            &w.ctx("call-bulk"),
+            &NoCallbacks,
+        )
+        .await;
+    assert!(!r.success, "{r:?}");
+    assert_eq!(r.code(), Some(ErrorCode::Blocked), "{r:?}");
+    assert!(
+        r.error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("not on the allow list"),
+        "{r:?}"
+    );
+    assert_eq!(w.runs(), 0, "the call never ran");
+    assert_eq!(w.audited_gate("call-bulk").await.as_deref(), Some("deny"));
+    {
+        let seen = limited_seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert!(seen[0].body.len() < limit, "{} bytes", seen[0].body.len());
+        let posted: Value = serde_json::from_slice(&seen[0].body).unwrap();
+        assert_eq!(posted["tool"], "crm.bulk_update");
+        assert_eq!(posted["arguments"]["ids"].as_array().unwrap().len(), 256);
+        assert_eq!(posted["arguments"]["ids"][0], "rec-0000000");
+        assert_eq!(
+            posted["arguments_cut"],
+            json!([{ "path": "/ids", "unit": "items", "kept": 256, "total": 100_000 }])
+        );
+    }
+
+    // Arguments that cannot be cut to fit (nested past the bound) are
+    // refused without asking the service, and never run.
+    let mut deep = json!("rec-1");
+    for _ in 0..40 {
+        deep = json!([deep]);
+    }
+    let r = registry
+        .execute_tool(
+            "crm.bulk_update",
+            json!({ "ids": ["rec-1"], "extra": deep }),
+            &w.ctx("call-deep"),
+            &NoCallbacks,
+        )
+        .await;
+    assert_eq!(r.code(), Some(ErrorCode::Blocked), "{r:?}");
+    assert!(
+        r.error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("cannot be checked"),
+        "{r:?}"
+    );
+    assert_eq!(
+        limited_seen.lock().unwrap().len(),
+        1,
+        "the service was not asked"
+    );
+    assert_eq!(w.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_policy_rule_on_a_module_blocks_its_remote_tools() {
+    let w = World::new().await;
+    // As serve parses it: the gated tools, and `crm.*` for the configured module.
+    let policy = PolicyGate::parse(
+        "gate.json",
+        r#"{"rules": [{"tools": ["crm.*"], "effect": "deny", "reason": "the CRM is read by people only"}]}"#,
+        &["gated", "plain", "crm.*"],
+    )
+    .unwrap();
+    let registry = w.registry(Some(Arc::new(policy)));
+    registry.set_module_tools("crm", vec![remote_bulk(&w.runs)]);
+    let r = registry
+        .execute_tool(
+            "crm__bulk_update",
+            json!({ "ids": ["rec-1"] }),
+            &w.ctx("call-crm"),
+            &NoCallbacks,
+        )
+        .await;
+    assert_refused(
+        &r,
+        ErrorCode::Blocked,
+        "crm.bulk_update was blocked by the eval gate: the CRM is read by people only",
+    );
+    assert_eq!(w.runs(), 0);
+    assert_eq!(w.audited_gate("call-crm").await.as_deref(), Some("deny"));
+    // The module's other tools, and the built-in ones, are not touched.
+    assert_ran(&w.call(&registry, "gated", "call-not-crm").await);
 }

@@ -1065,6 +1065,7 @@ async fn an_audit_record_refused_on_every_retry_is_spooled_then_written() {
             gate: None,
             agent: None,
             module: None,
+            attempts: 1,
         })
         .await
         .unwrap();
@@ -1707,6 +1708,7 @@ async fn audit_records_are_written_whole_in_batches_of_every_size() {
         gate: (i.is_multiple_of(6)).then(|| "allow".to_string()),
         agent: (i % 2 == 1).then(|| "explore".to_string()),
         module: (i.is_multiple_of(10)).then(|| "notes".to_string()),
+        attempts: 1 + (i % 2) as u32,
     };
     for i in 0..total {
         w.ledger.record(record(i)).await.unwrap();
@@ -1730,11 +1732,12 @@ async fn audit_records_are_written_whole_in_batches_of_every_size() {
         gate: Option<String>,
         agent: Option<String>,
         module: Option<String>,
+        attempts: i16,
     }
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT tool, call_id, duration_ms, user_id, space_id, parent_call_id, success, error,
-                args, annotations, side_effects, gate, agent, module
+                args, annotations, side_effects, gate, agent, module, attempts
            FROM tool_calls WHERE request_id = 'req-batch' ORDER BY call_id",
     )
     .fetch_all(&mut *tx)
@@ -1758,7 +1761,199 @@ async fn audit_records_are_written_whole_in_batches_of_every_size() {
             gate: r.gate,
             agent: r.agent,
             module: r.module,
+            attempts: r.attempts as i16,
         };
         assert_eq!(row, expected, "record {i}");
     }
+}
+
+/// Unavailable on its first call, then answers.
+struct FailsOnce(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl ToolHandler for FailsOnce {
+    async fn call(
+        &self,
+        _args: Value,
+        _ctx: &ToolContext,
+        _callbacks: &dyn Callbacks,
+    ) -> Result<Value, ToolError> {
+        match self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Err(ToolError::unavailable("the backend is briefly away")),
+            n => Ok(json!({ "run": n + 1 })),
+        }
+    }
+}
+
+/// A retried call is one call: one `tool_call` and one `tool_result` (with
+/// `attempts: 2`) under its one id, and one audit row that says 2. Only a
+/// context that asks for it retries, and never a tool that is not
+/// idempotent.
+#[tokio::test]
+async fn a_retried_call_is_one_call_with_one_id_one_result_and_one_audit_row() {
+    let w = World::new().await;
+    let ledger = PgLedger::start(w.test.db.clone());
+    let flaky = |name: &'static str, idempotent: bool| {
+        let mut meta = meta(Duration::from_secs(5), RateLimits::NONE, &[]);
+        meta.annotations.idempotent = Some(idempotent);
+        HandlerEntry {
+            name,
+            file: "handlers/tests/registry.rs",
+            meta,
+            available: |_| true,
+            shape: None,
+            asks: None,
+            handler: Arc::new(FailsOnce(Default::default())),
+            args_schema: json!({}),
+        }
+    };
+    let handlers = vec![flaky("flaky", true), flaky("flaky_write", false)];
+    let definitions = handlers.iter().map(|h| valid(h.name)).collect();
+    let registry = Registry::build(definitions, handlers, Arc::new(ledger.clone())).unwrap();
+
+    let (callbacks, mut events) = data_plane_registry::ChannelCallbacks::new();
+    let ctx = w
+        .ctx(w.alice, None)
+        .with_call_id("call-retried")
+        .with_retry_once();
+    let r = registry
+        .execute_tool("flaky", json!({}), &ctx, &callbacks)
+        .await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.attempts, 2);
+    assert_eq!(r.data.as_ref().unwrap()["run"], 2);
+    assert_eq!(serde_json::to_value(&r).unwrap()["attempts"], 2);
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push(serde_json::to_value(&event).unwrap());
+    }
+    let kinds: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap(), e["call_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("tool_call", "call-retried"),
+            ("tool_result", "call-retried")
+        ]
+    );
+
+    // Not idempotent: the failure goes back as it is, after one run.
+    let once = registry
+        .execute_tool(
+            "flaky_write",
+            json!({}),
+            &ctx.clone().with_call_id("call-write"),
+            &NoCallbacks,
+        )
+        .await;
+    assert_eq!(once.code(), Some(ErrorCode::Unavailable), "{once:?}");
+    assert_eq!(once.attempts, 1);
+    assert!(
+        serde_json::to_value(&once)
+            .unwrap()
+            .get("attempts")
+            .is_none()
+    );
+
+    ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<(String, bool, i16)> = sqlx::query_as(
+        "SELECT call_id, success, attempts FROM tool_calls
+          WHERE call_id IN ('call-retried', 'call-write') ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("call-retried".to_string(), true, 2),
+            ("call-write".to_string(), false, 1)
+        ]
+    );
+}
+
+/// A profile's conditions as the deployment changes: `add_when_non_local`
+/// adds only for a hosted model, `add_when_embedding_ok` only while the
+/// embedding engine answers, and `exclude_in_local` takes away last, even
+/// what an addition named.
+#[test]
+fn a_profile_adds_by_the_deployments_facts_and_excludes_last() {
+    use data_plane_registry::Deployment;
+    let mut definitions = data_plane_handlers::definitions();
+    definitions.push(DefinitionFile {
+        file: "definitions/agents/conditional.json".into(),
+        text: json!({
+            "name": "conditional",
+            "description": "a profile of the registry tests",
+            "tools": ["document_info"],
+            "add_when_non_local": { "tools": ["fetch_web_page", "read_document"], "categories": ["navigation"] },
+            "add_when_embedding_ok": { "tools": ["search_documents", "read_document"] },
+            "exclude_in_local": { "tools": ["read_document"] },
+            "chat": true
+        })
+        .to_string(),
+    });
+    let registry = Registry::build(
+        definitions,
+        data_plane_handlers::all(None),
+        Arc::new(NoLedger),
+    )
+    .unwrap();
+    let profile = registry.profile("conditional").unwrap();
+    let tools_for = |local_model: bool, embedding_ok: bool| -> Vec<String> {
+        profile
+            .tools_for(Deployment {
+                local_model,
+                embedding_ok,
+            })
+            .to_vec()
+    };
+    let navigation = ["folder_tree", "list_folder_contents", "list_sources"];
+    let mut hosted_up: Vec<&str> = vec![
+        "document_info",
+        "fetch_web_page",
+        "read_document",
+        "search_documents",
+    ];
+    hosted_up.extend(navigation);
+    hosted_up.sort();
+    assert_eq!(tools_for(false, true), hosted_up);
+    let mut hosted_down: Vec<&str> = vec!["document_info", "fetch_web_page", "read_document"];
+    hosted_down.extend(navigation);
+    hosted_down.sort();
+    assert_eq!(tools_for(false, false), hosted_down);
+    assert_eq!(
+        tools_for(true, true),
+        ["document_info", "search_documents"],
+        "a local model gets the embedding's addition, never what exclude_in_local names"
+    );
+    assert_eq!(tools_for(true, false), ["document_info"]);
+
+    // What a request is offered follows the same facts.
+    let offered = |deployment: Deployment| -> Vec<String> {
+        let ctx = ToolContext::new(Uuid::new_v4(), Some(Uuid::new_v4()), Permission::User)
+            .with_deployment(deployment);
+        let ctx = registry.with_profile(ctx, "conditional").unwrap();
+        registry
+            .available_entries(&ctx)
+            .iter()
+            .map(|e| e.name.clone())
+            .collect()
+    };
+    let local_down = Deployment {
+        local_model: true,
+        embedding_ok: false,
+    };
+    assert_eq!(offered(local_down), ["document_info"]);
+    assert_eq!(
+        offered(Deployment {
+            local_model: false,
+            embedding_ok: true
+        })
+        .len(),
+        hosted_up.len()
+    );
 }

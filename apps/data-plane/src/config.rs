@@ -64,6 +64,12 @@ pub struct GlobalArgs {
     #[arg(long, env = "DATA_PLANE_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
 
+    /// Colour in human-readable logs: `auto` (only when the log goes to a
+    /// terminal and NO_COLOR is not set), `always` or `never`. JSON logs
+    /// never have colour.
+    #[arg(long, env = "DATA_PLANE_LOG_COLOR", global = true, value_enum, default_value_t = LogColor::Auto)]
+    pub log_color: LogColor,
+
     #[command(flatten)]
     pub embedding: EmbeddingArgs,
 
@@ -387,6 +393,26 @@ pub struct FetchArgs {
 pub enum LogFormat {
     Human,
     Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogColor {
+    Auto,
+    Always,
+    Never,
+}
+
+impl LogColor {
+    /// Whether human-readable logs written to a stream that is (or is not)
+    /// a terminal carry colour codes; `no_color`: NO_COLOR is set to
+    /// something (no-color.org).
+    pub fn colours(self, terminal: bool, no_color: bool) -> bool {
+        match self {
+            LogColor::Always => true,
+            LogColor::Never => false,
+            LogColor::Auto => terminal && !no_color,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -853,16 +879,23 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("creating {}", path.display()))
 }
 
+/// Logs to standard error, human-readable (coloured only where
+/// `--log-color` says) or as JSON (never coloured).
 pub fn init_tracing(args: &GlobalArgs) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tantivy=warn,hyper=warn"));
+    let colour = args.log_color.colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match args.log_format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.with_ansi(colour).init(),
+        LogFormat::Json => builder.with_ansi(false).json().init(),
     }
 }
 

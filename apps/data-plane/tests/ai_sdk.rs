@@ -4,7 +4,9 @@
 //! 127.0.0.1 with PostgreSQL and a fake model: the assembled message holds
 //! the text, the tool call with its input and output, and the sub-agent's
 //! progress as a data part under its parent call; the SDK's own messages
-//! sent back on the next turn reach the model as the OpenAI conversation.
+//! sent back on the next turn reach the model as the OpenAI conversation;
+//! a call that asks for approval, denied and approved, read as the SDK's
+//! approval parts.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,6 +26,7 @@ use serde_json::{Value, json};
 
 const FIRST: &str = "What does the vacuum guide say?";
 const SECOND: &str = "And in one word?";
+const FETCH: &str = "Fetch the report.";
 
 fn node() -> (PathBuf, PathBuf) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
@@ -70,6 +73,17 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         fragments: &["{\"query\": \"vacuum reclaims storage\"}"],
     }]));
     model.push(text_reply(&["Reclaims [1]."]));
+    // Two turns whose fetch of a host that is not trusted asks first: the
+    // script denies the first and approves the second (a private address,
+    // which the SSRF guard then refuses).
+    for id in ["call_fetch_denied", "call_fetch_approved"] {
+        model.push(tool_calls_reply(&[ScriptedCall {
+            id,
+            name: "fetch_web_page",
+            fragments: &["{\"url\": \"http://10.20.30.40/report\"}"],
+        }]));
+        model.push(text_reply(&["Done."]));
+    }
 
     let output = tokio::process::Command::new(&node)
         .arg("ai_sdk.mjs")
@@ -79,6 +93,7 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         .env("SPACE_ID", space.to_string())
         .env("FIRST_QUESTION", FIRST)
         .env("SECOND_QUESTION", SECOND)
+        .env("APPROVAL_QUESTION", FETCH)
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(60), output)
@@ -176,15 +191,50 @@ async fn the_ai_sdk_reads_the_ui_message_stream_into_its_messages() {
         "text-delta",
         "text-end",
         "source-document",
+        "tool-approval-request",
+        "tool-output-denied",
+        "tool-output-error",
         "finish",
     ] {
         assert!(types.contains(&kind), "no {kind} chunk in {types:?}");
     }
 
+    // The approvals, as the SDK assembled them: the denied call ends
+    // `output-denied`, the approved one runs (and fails at the guard).
+    let tool_of = |message: &Value| -> Value {
+        let tools: Vec<&Value> = message["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["type"] == "dynamic-tool")
+            .collect();
+        assert_eq!(tools.len(), 1, "{message:#}");
+        tools[0].clone()
+    };
+    let denied = tool_of(&got["denied"]);
+    assert_eq!(denied["toolCallId"], "call_fetch_denied");
+    assert_eq!(denied["state"], "output-denied", "{denied:#}");
+    assert_eq!(denied["approval"]["id"], "call_fetch_denied", "{denied:#}");
+    let approved = tool_of(&got["approved"]);
+    assert_eq!(approved["toolCallId"], "call_fetch_approved");
+    assert_eq!(approved["state"], "output-error", "{approved:#}");
+    assert!(
+        approved["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("public internet"),
+        "{approved:#}"
+    );
+    let denied_fed_back = model.requests()[7]["messages"].to_string();
+    assert!(
+        denied_fed_back.contains("was not approved"),
+        "{denied_fed_back}"
+    );
+
     // The SDK's messages, sent back, reached the model as the OpenAI
     // conversation: the question, the call, its result, the answer.
     let requests = model.requests();
-    assert_eq!(requests.len(), 6);
+    assert_eq!(requests.len(), 10);
     let sent: Vec<&Value> = requests[4]["messages"]
         .as_array()
         .unwrap()

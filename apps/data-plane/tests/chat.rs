@@ -934,7 +934,8 @@ async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
     let explore: Value = listed("explore").await.json().await.unwrap();
     assert_eq!(explore["agent"], "explore");
     assert_eq!(requests[0]["tools"], explore["tools"]);
-    // The default profile, chat, offers more; the list's default, service, too.
+    // The default profile, chat, offers more; it is also the list's default
+    // for a person.
     let chat: Value = listed("chat").await.json().await.unwrap();
     assert!(names(&chat["tools"]).contains(&"grep_documents".to_string()));
     assert!(names(&chat["tools"]).contains(&"analyze_document".to_string()));
@@ -980,7 +981,7 @@ async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{other}: {error}");
         let message = error["error"]["message"].as_str().unwrap();
         assert!(
-            message.contains("is not for chat; choose one of chat, explore"),
+            message.contains("is not for people; choose one of chat, explore"),
             "{message}"
         );
     }

@@ -1,4 +1,6 @@
-//! `data-plane tools` lists the registry without a database or a model.
+//! `data-plane tools` lists the registry without a database or a model;
+//! the logs a command writes to a file or a pipe carry no terminal colour
+//! codes unless asked for, and JSON logs never.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -90,4 +92,49 @@ fn tools_command_shows_one_agent_profile() {
     let error = String::from_utf8_lossy(&unknown.stderr);
     assert!(error.contains("unknown agent profile \"nope\""), "{error}");
     assert!(error.contains("chat, explore"), "{error}");
+}
+
+/// `data-plane token` in a fresh data folder logs that it generated the
+/// JWT secret: to a pipe, as `make run > log` writes it, without colour
+/// codes; with `DATA_PLANE_LOG_COLOR=always`, with them; as JSON, never.
+#[tokio::test]
+async fn logs_written_to_a_pipe_carry_no_colour_codes_unless_asked() {
+    let test = data_plane_store::testing::TestDatabase::create().await;
+    let logged = |env: &[(&str, &str)]| {
+        let data_dir = tempfile::tempdir().unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_data-plane"));
+        command
+            .args(["token", "--user", "logs@example.com"])
+            .env("DATABASE_URL", &test.app_url)
+            .env("DATA_PLANE_DATA_DIR", data_dir.path())
+            .env("RUST_LOG", "info")
+            .env_remove("NO_COLOR")
+            .env_remove("DATA_PLANE_LOG_COLOR")
+            .env_remove("DATA_PLANE_LOG_FORMAT");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains("generated a new JWT secret"), "{stderr}");
+        stderr
+    };
+    let escape = "\x1b[";
+    let piped = logged(&[]);
+    assert!(!piped.contains(escape), "{piped:?}");
+    let never = logged(&[("DATA_PLANE_LOG_COLOR", "never")]);
+    assert!(!never.contains(escape), "{never:?}");
+    let asked = logged(&[("DATA_PLANE_LOG_COLOR", "always")]);
+    assert!(asked.contains(escape), "{asked:?}");
+    let json = logged(&[
+        ("DATA_PLANE_LOG_COLOR", "always"),
+        ("DATA_PLANE_LOG_FORMAT", "json"),
+    ]);
+    assert!(!json.contains(escape), "{json:?}");
+    for line in json.lines().filter(|l| !l.trim().is_empty()) {
+        let record: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line:?}"));
+        assert!(record["level"].is_string(), "{record}");
+    }
 }

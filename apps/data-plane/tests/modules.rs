@@ -305,10 +305,10 @@ async fn listed(base: &str, token: &str, agent: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits until `GET /v1/tools` (profile service) lists `function`.
+/// Waits until `GET /v1/tools` (profile chat) lists `function`.
 async fn until_listed(what: &str, limit: Duration, base: &str, token: &str, function: &str) {
     eventually(what, limit, || async {
-        listed(base, token, "service")
+        listed(base, token, "chat")
             .await
             .iter()
             .any(|f| f == function)
@@ -474,7 +474,7 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
 
     // Listed for the profiles that allow modules, as module__tool (function
     // names hold no dot), filtered by permission; not for explore.
-    let for_user = listed(&base, &user, "service").await;
+    let for_user = listed(&base, &user, "chat").await;
     assert!(
         for_user.contains(&"crm__lookup".to_string()),
         "{for_user:?}"
@@ -485,7 +485,7 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
         !for_user.contains(&"crm__export_all".to_string()),
         "admin only"
     );
-    let for_admin = listed(&base, &admin, "service").await;
+    let for_admin = listed(&base, &admin, "chat").await;
     assert!(for_admin.contains(&"crm__export_all".to_string()));
     let explore = listed(&base, &user, "explore").await;
     assert!(explore.iter().all(|t| !t.contains("__")), "{explore:?}");
@@ -734,7 +734,7 @@ async fn modules_are_discovered_filtered_called_cached_and_refreshed() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["modules"].as_array().unwrap().len(), 1);
     assert_eq!(body["modules"][0]["version"], "2.2");
-    let now = listed(&base, &user, "service").await;
+    let now = listed(&base, &user, "chat").await;
     assert!(now.contains(&"crm__merge".to_string()) && !now.contains(&"crm__fail".to_string()));
     until_listed(
         "the replica follows",
@@ -924,7 +924,7 @@ async fn a_data_plane_server_is_a_module_of_another_both_ways() {
         "peer__document_info",
     )
     .await;
-    let tools = listed(&base, &user, "service").await;
+    let tools = listed(&base, &user, "chat").await;
     assert!(
         tools.contains(&"peer__search_documents".to_string()),
         "{tools:?}"
@@ -1192,7 +1192,7 @@ async fn an_expired_manifest_is_fetched_again_and_oversized_or_refused_ones_say_
         "stale"
     );
     assert!(
-        listed(&base, &user, "service")
+        listed(&base, &user, "chat")
             .await
             .contains(&"fresh__ping".to_string())
     );

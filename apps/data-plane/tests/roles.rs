@@ -856,6 +856,7 @@ async fn an_audit_record_outlives_a_failed_write() {
             gate: None,
             agent: None,
             module: None,
+            attempts: 1,
         })
         .await
         .unwrap();

@@ -103,13 +103,26 @@ impl World {
     /// A server whose chat model (and sub-agent model) is `model`, with the
     /// monitoring's service token.
     fn state(&self, model: &FakeModel, runs: RunsConfig) -> AppState {
-        let state = common::state_with(
+        self.state_gated(model, runs, None)
+    }
+
+    /// [`World::state`] with `gate` before every gated call.
+    fn state_gated(
+        &self,
+        model: &FakeModel,
+        runs: RunsConfig,
+        gate: Option<Arc<dyn data_plane_registry::Gate>>,
+    ) -> AppState {
+        let mut state = common::state_with(
             self.test.db.clone(),
             common::embedder(),
             self.jwt.clone(),
             data_plane::auth::ServiceTokens::parse(&format!("monitor={MONITOR}")).unwrap(),
             data_plane_web::search::WebSearch::default(),
         );
+        if let Some(gate) = gate {
+            state = state.with_gate(gate).unwrap();
+        }
         let mut config = AgentConfig::new(model.base_url(), "test-model");
         config.idle_timeout = Duration::from_secs(30);
         state.connect_model(ModelSettings {
@@ -647,6 +660,91 @@ async fn fetch_web_page_asks_before_an_untrusted_host_and_remember_holds_for_the
     .await;
     assert_eq!(status, 200);
     assert_eq!(result["error"]["code"], "invalid_arguments", "{result}");
+}
+
+/// A gate that asks is answered by the person of the chat run: approved,
+/// the call runs; denied, the model reads the denial. The audit keeps the
+/// gate's verdict either way.
+#[tokio::test]
+async fn a_gate_that_asks_is_answered_by_the_person_in_the_chat_run() {
+    let w = world().await;
+    let model = FakeModel::start().await;
+    let gate = data_plane_registry::gate::PolicyGate::parse(
+        "gate.json",
+        &json!({ "rules": [{ "tools": ["fetch_web_page"], "effect": "ask",
+                             "reason": "a person checks every page fetched" }] })
+        .to_string(),
+        &["analyze_document", "fetch_web_page", "web_search"],
+    )
+    .unwrap();
+    let state = w.state_gated(&model, RunsConfig::default(), Some(Arc::new(gate)));
+    let base = common::serve(state.clone()).await;
+    let token = w.alice();
+    // A private address: the SSRF guard refuses it once the call runs.
+    let fetch = r#"{"url":"http://10.20.30.40/report"}"#;
+    for (call_id, approved) in [("call_gate_yes", true), ("call_gate_no", false)] {
+        model.push(call(call_id, "fetch_web_page", fetch));
+        model.push(text_reply(&["Answered."]));
+        let mut turn = chat(&base, &token, json!({"messages": [user("fetch it")]})).await;
+        let run_id = turn.run_id.clone().unwrap();
+        let asked = turn.until("approval_request").await;
+        let asked = &asked.last().unwrap().2;
+        assert_eq!(asked["call_id"], call_id);
+        assert_eq!(
+            asked["why"], "the gate asks: a person checks every page fetched",
+            "{asked}"
+        );
+        let (status, body) = post(
+            &format!("{base}/v1/runs/{run_id}/approvals/{call_id}"),
+            &token,
+            json!({"approved": approved, "reason": "checked"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let rest = turn.rest().await;
+        assert_eq!(
+            kinds(&rest),
+            ["approval_result", "tool_result", "text_delta", "done"]
+        );
+        assert_eq!(rest[0].2["approved"], approved);
+        let result = &rest[1].2["result"];
+        if approved {
+            // It ran: the guard, past the gate and the person, refused the address.
+            assert_eq!(result["error"]["code"], "invalid_arguments", "{result}");
+            assert!(
+                result["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("public internet"),
+                "{result}"
+            );
+        } else {
+            assert_eq!(result["error"]["code"], "approval_required", "{result}");
+            assert!(
+                result["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("was not approved"),
+                "{result}"
+            );
+        }
+    }
+    state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<(String, Option<String>, bool)> = sqlx::query_as(
+        "SELECT call_id, gate, success FROM tool_calls
+          WHERE call_id LIKE 'call_gate_%' ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("call_gate_no".to_string(), Some("ask".to_string()), false),
+            ("call_gate_yes".to_string(), Some("ask".to_string()), false),
+        ]
+    );
 }
 
 #[tokio::test]

@@ -1158,3 +1158,133 @@ async fn a_second_process_answers_every_change_on_its_next_request() {
         "{body}"
     );
 }
+
+/// The one rule of every door a person uses: a person may take only a
+/// profile made for people (`chat: true`); a service token may take any.
+/// An end user's executeTool call is audited under the profile it ran in.
+#[tokio::test]
+async fn people_take_only_profiles_made_for_people_at_every_door() {
+    let w = world().await;
+    let refused = |status: StatusCode, body: &Value, field: &str| {
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{field}: the profile"))
+                && message.contains("is not for people; choose one of chat, explore"),
+            "{message}"
+        );
+    };
+    for profile in ["service", "analyze_document"] {
+        // The tool list.
+        let (status, body) = json_of(
+            client()
+                .get(format!("{}/v1/tools?agent={profile}", w.base))
+                .bearer_auth(w.alice())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        refused(status, &body, "agent");
+        // executeTool.
+        let (status, body) = json_of(
+            client()
+                .post(format!("{}/v1/tools/document_info/execute", w.base))
+                .bearer_auth(w.alice())
+                .json(&json!({ "args": { "document_id": w.doc }, "agent": profile }))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        refused(status, &body, "agent");
+        // MCP: the request is answered with a JSON-RPC error naming the rule.
+        let r = client()
+            .post(format!("{}/mcp?agent={profile}", w.base))
+            .bearer_auth(w.alice())
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        let reply: Value = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .find(|m: &Value| m["id"] == 1)
+            .unwrap_or_else(|| panic!("no reply in {text}"));
+        assert!(reply.get("result").is_none(), "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("is not for people"), "{message}");
+        // A service token acting for the same person may take it.
+        let (status, body) = json_of(
+            client()
+                .get(format!("{}/v1/tools?agent={profile}", w.base))
+                .bearer_auth(SERVICE_TOKEN)
+                .header("x-on-behalf-of", w.alice.to_string())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["agent"], profile);
+    }
+    // A person's own choices still work, and the default is chat.
+    let (status, body) = list_tools(&w.base, &w.alice(), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["agent"], "chat");
+
+    // executeTool by a person runs, and is audited, under chat (or the
+    // profile the person chose); by a service, under service.
+    let execute = async |token: &str, on_behalf: bool, body: Value| {
+        let mut request = client()
+            .post(format!("{}/v1/tools/document_info/execute", w.base))
+            .bearer_auth(token)
+            .json(&body);
+        if on_behalf {
+            request = request.header("x-on-behalf-of", w.alice.to_string());
+        }
+        let (status, result) = json_of(request.send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{result}");
+        assert_eq!(result["success"], true, "{result}");
+    };
+    let args = json!({ "document_id": w.doc });
+    execute(
+        &w.alice(),
+        false,
+        json!({ "args": args, "callId": "by-person" }),
+    )
+    .await;
+    execute(
+        &w.alice(),
+        false,
+        json!({ "args": args, "callId": "by-person-explore", "agent": "explore" }),
+    )
+    .await;
+    execute(
+        SERVICE_TOKEN,
+        true,
+        json!({ "args": args, "callId": "by-service" }),
+    )
+    .await;
+    w.state.ledger.flush().await;
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT call_id, agent FROM tool_calls
+          WHERE call_id LIKE 'by-%' ORDER BY call_id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("by-person".to_string(), Some("chat".to_string())),
+            ("by-person-explore".to_string(), Some("explore".to_string())),
+            ("by-service".to_string(), Some("service".to_string())),
+        ]
+    );
+}

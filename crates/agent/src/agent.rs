@@ -30,9 +30,6 @@ use crate::repetition::RepetitionGuard;
 use crate::textcalls::{self, Segment, StreamParser, TagLine, Tags};
 use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
 
-/// Pause before the one retry of a call that failed retryably.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
-
 /// Name under which an unreadable text-format call is fed back to the model
 /// (it has no readable name of its own; the result says what went wrong).
 const MALFORMED_CALL: &str = "unreadable_tool_call";
@@ -680,10 +677,10 @@ impl Agent {
         Ok(results)
     }
 
-    /// One call through the registry, retried once when it failed in a way
-    /// a retry may fix and the tool is idempotent (calling it twice does
-    /// no more than calling it once; for execute_tool, the tool it runs),
-    /// unless a remote module runs it (its client retries by itself).
+    /// One call through the registry, which retries it once when it failed
+    /// in a way a retry may fix and the tool is idempotent (calling it
+    /// twice does no more than calling it once; for execute_tool, the tool
+    /// it runs): the retry stays inside the one call, with one id.
     async fn execute_one(
         &self,
         call: &PlannedCall,
@@ -711,31 +708,7 @@ impl Agent {
                 return result;
             }
         };
-        let ctx = ctx.clone().with_call_id(call.id.clone());
-        let first = self
-            .registry
-            .execute_tool(&call.name, args.clone(), &ctx, callbacks)
-            .await;
-        if first.success || !first.error.as_ref().is_some_and(|e| e.retryable) {
-            return first;
-        }
-        // A remote module's client has retried what a retry may fix.
-        if self
-            .registry
-            .get(&first.tool)
-            .is_some_and(|e| e.module.is_some())
-        {
-            return first;
-        }
-        if !self
-            .registry
-            .call_annotations(&call.name, args, &ctx)
-            .is_some_and(|a| a.idempotent)
-        {
-            return first;
-        }
-        tracing::debug!(tool = %call.name, call_id = %call.id, "retrying a failed tool call once");
-        tokio::time::sleep(RETRY_PAUSE).await;
+        let ctx = ctx.clone().with_call_id(call.id.clone()).with_retry_once();
         self.registry
             .execute_tool(&call.name, args.clone(), &ctx, callbacks)
             .await

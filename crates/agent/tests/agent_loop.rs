@@ -58,6 +58,13 @@ impl ToolHandler for TestTool {
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 self.journal.finished_slow.store(true, Ordering::SeqCst);
             }
+            // A limit's refusal, as a provider's 429 becomes one.
+            "throttled" => {
+                return Err(ToolError::new(
+                    ErrorCode::RateLimited,
+                    "the provider allows one search a second",
+                ));
+            }
             "flaky" | "flaky_web" => {
                 let mut failed = self.journal.flaky_failures.lock().unwrap();
                 if !failed.contains(&key) {
@@ -97,7 +104,14 @@ fn definition(name: &str) -> DefinitionFile {
 }
 
 fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
-    let tools = ["flaky", "flaky_web", "lookup", "slow", "write_note"];
+    let tools = [
+        "flaky",
+        "flaky_web",
+        "lookup",
+        "slow",
+        "throttled",
+        "write_note",
+    ];
     let handlers = tools
         .iter()
         .map(|&name| HandlerEntry {
@@ -262,7 +276,14 @@ async fn plain_text_streams_as_text_deltas_and_sends_the_offered_tools() {
         .collect();
     assert_eq!(
         names,
-        ["flaky", "flaky_web", "lookup", "slow", "write_note"]
+        [
+            "flaky",
+            "flaky_web",
+            "lookup",
+            "slow",
+            "throttled",
+            "write_note"
+        ]
     );
 }
 
@@ -413,12 +434,13 @@ async fn in_discovery_execute_tool_runs_the_tool_under_its_own_name_and_rules() 
         }
         let runs = if retried { 4 } else { 2 };
         assert_eq!(s.journal.started.load(Ordering::SeqCst), runs, "{tool}");
-        // The stream names the tool that ran, under the model's call ids.
+        // The stream names the tool that ran, under the model's call ids:
+        // one result a call, a retry inside it.
         let results: Vec<String> = kinds(&events)
             .into_iter()
             .filter(|k| k.starts_with("tool_result"))
             .collect();
-        assert_eq!(results.len(), runs, "{tool}");
+        assert_eq!(results.len(), 2, "{tool}");
         assert!(
             results.iter().all(|k| *k == format!("tool_result:{tool}")),
             "{results:?}"
@@ -470,32 +492,44 @@ async fn a_retryable_failure_is_retried_once_and_others_are_not() {
     s.model.push(tool_calls_reply(&[
         call("call_f", "flaky", &["{\"key\":\"k\"}"]),
         call("call_bad", "lookup", &["{\"nope\":1}"]),
+        call("call_t", "throttled", &["{\"key\":\"k\"}"]),
     ]));
     s.model.push(text_reply(&["ok"]));
     let (outcome, events) = run(&s.agent, request("go")).await;
     outcome.unwrap();
-    let results: Vec<(String, bool, Option<ErrorCode>)> = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::Tool(ToolEvent::ToolResult {
-                call_id, result, ..
-            }) => Some((call_id.clone(), result.success, result.code())),
-            _ => None,
-        })
-        .collect();
-    // The two calls run together: compare each call's own sequence.
-    let of = |id: &str| -> Vec<(bool, Option<ErrorCode>)> {
-        results
+    // One call is one id on the wire: one tool_call and one tool_result,
+    // the retry told by the result's attempts.
+    let of = |id: &str| -> Vec<String> {
+        events
             .iter()
-            .filter(|r| r.0 == id)
-            .map(|r| (r.1, r.2))
+            .filter_map(|e| match e {
+                AgentEvent::Tool(ToolEvent::ToolCall { call_id, .. }) if call_id == id => {
+                    Some("call".to_string())
+                }
+                AgentEvent::Tool(ToolEvent::ToolResult {
+                    call_id, result, ..
+                }) if call_id == id => Some(format!(
+                    "result {} {:?} attempts={}",
+                    result.success,
+                    result.code(),
+                    result.attempts
+                )),
+                _ => None,
+            })
             .collect()
     };
+    assert_eq!(of("call_f"), ["call", "result true None attempts=2"]);
     assert_eq!(
-        of("call_f"),
-        [(false, Some(ErrorCode::Unavailable)), (true, None)]
+        of("call_bad"),
+        ["call", "result false Some(InvalidArguments) attempts=1"]
     );
-    assert_eq!(of("call_bad"), [(false, Some(ErrorCode::InvalidArguments))]);
+    // A limit's refusal is not retried: the same call would be refused again.
+    assert_eq!(
+        of("call_t"),
+        ["call", "result false Some(RateLimited) attempts=1"]
+    );
+    let handled = s.journal.started.load(Ordering::SeqCst);
+    assert_eq!(handled, 3, "flaky twice, throttled once, lookup never");
     let messages = s.model.requests()[1]["messages"].clone();
     let flaky: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
     assert_eq!(flaky["success"], true, "the model sees the retry's result");

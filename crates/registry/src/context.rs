@@ -46,6 +46,11 @@ pub struct ToolContext {
     /// Who answers calls that need a person's approval (a chat run);
     /// `None`: nobody can (see [`crate::approval`]).
     pub approver: Option<Arc<dyn Approver>>,
+    /// The handler of an idempotent tool is run once more when it fails
+    /// transiently (a timeout, a dependency unavailable), inside the one
+    /// call: the agent asks for it, a client calling a tool directly
+    /// retries by itself.
+    pub retry_once: bool,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -83,6 +88,7 @@ impl ToolContext {
             side_effects: SideEffects::default(),
             document_scope: None,
             approver: None,
+            retry_once: false,
         }
     }
 
@@ -98,6 +104,13 @@ impl ToolContext {
 
     pub fn with_call_id(mut self, call_id: impl Into<String>) -> Self {
         self.call_id = Some(call_id.into());
+        self
+    }
+
+    /// Retries a transient failure of an idempotent tool once (see
+    /// `retry_once`).
+    pub fn with_retry_once(mut self) -> Self {
+        self.retry_once = true;
         self
     }
 

@@ -39,6 +39,8 @@ pub struct AuditRecord {
     pub agent: Option<String>,
     /// The remote module that ran the call; `None` for the server's own tools.
     pub module: Option<String>,
+    /// How many times the handler ran (2 when it was retried once).
+    pub attempts: u32,
 }
 
 /// Rate-limit state and the audit log, kept where every replica sees them.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::{Value, json};
@@ -693,7 +693,7 @@ impl Registry {
     /// tool's own, those of the tool an execute_tool call runs, the
     /// meta-tools' (read-only, idempotent) for search_tools and
     /// describe_tool; `None` for a call that names no tool it could run.
-    /// The agent decides by them what may run concurrently and be retried.
+    /// The agent decides by them what may run concurrently.
     pub fn call_annotations(
         &self,
         name: &str,
@@ -829,31 +829,33 @@ impl Registry {
         });
 
         let side_effects = crate::SideEffects::default();
-        let mut gate = None;
+        let mut trace = Trace::default();
         let outcome = match plan {
             Plan::Answer(answer) => answer,
             Plan::Run(entry) => {
                 let mut ctx = ctx.clone();
                 ctx.call_id = Some(call_id.clone());
                 ctx.side_effects = side_effects.clone();
-                self.run(&entry, &args, &ctx, callbacks, &mut gate).await
+                self.run(&entry, &args, &ctx, callbacks, &mut trace).await
             }
         };
-        let gate = gate.map(GateVerdict::as_str);
+        let gate = trace.gate.map(GateVerdict::as_str);
+        let attempts = trace.attempts.max(1);
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut result = match &outcome {
             Ok(data) => ToolResult::ok(&tool_name, &call_id, data.clone(), duration_ms),
             Err(e) => ToolResult::failed(&tool_name, &call_id, e, duration_ms),
         };
         result.side_effects = side_effects.take();
+        result.attempts = attempts;
         let flags = annotations.map(|a| a.flags()).unwrap_or_default();
         let agent = ctx.agent.as_deref().unwrap_or("");
         match &outcome {
             Ok(_) => {
-                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, side_effects = ?result.side_effects, "tool call succeeded")
+                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, attempts, side_effects = ?result.side_effects, "tool call succeeded")
             }
             Err(e) => {
-                tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, code = ?e.code, error = %e.message, "tool call failed")
+                tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, attempts, code = ?e.code, error = %e.message, "tool call failed")
             }
         }
         let record = AuditRecord {
@@ -873,6 +875,7 @@ impl Registry {
             gate: gate.map(str::to_string),
             agent: ctx.agent.as_deref().map(str::to_string),
             module,
+            attempts,
         };
         if let Err(e) = self.ledger.record(record).await {
             tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
@@ -928,15 +931,16 @@ impl Registry {
         ToolError::new(ErrorCode::UnknownTool, message)
     }
 
-    /// The pipeline after the name is resolved. `gate` receives the gate
-    /// step's verdict when the call reached it, for the audit record.
+    /// The pipeline after the name is resolved. `trace` receives the gate
+    /// step's verdict when the call reached it, and how often the handler
+    /// ran, for the audit record and the result.
     async fn run(
         &self,
         entry: &ToolEntry,
         args: &Value,
         ctx: &ToolContext,
         callbacks: &dyn Callbacks,
-        gate: &mut Option<GateVerdict>,
+        trace: &mut Trace,
     ) -> Result<Value, ToolError> {
         let name = entry.name.as_str();
         if !(entry.available)(ctx) || !ctx.allows(name) {
@@ -988,7 +992,7 @@ impl Registry {
         let nobody =
             format!("{name} needs a person's approval before it runs, and nobody can give it here");
         if let Some((verdict, refusal)) = self.consult_gate(entry, &args, ctx).await {
-            *gate = Some(verdict);
+            trace.gate = Some(verdict);
             match refusal {
                 Ok(()) => {}
                 Err(GateRefusal::Ask(reason)) => {
@@ -1014,7 +1018,7 @@ impl Registry {
             if limited {
                 self.limit(ctx, name, &limits, Limit::Count).await?;
             }
-            return self.call_handler(entry, args, ctx, callbacks).await;
+            return self.attempt(entry, args, ctx, callbacks, trace).await;
         };
         let why = must_ask
             .map(|(why, _)| why)
@@ -1046,7 +1050,38 @@ impl Registry {
         if limited {
             self.limit(ctx, name, &limits, Limit::Count).await?;
         }
-        self.call_handler(entry, args, ctx, callbacks).await
+        self.attempt(entry, args, ctx, callbacks, trace).await
+    }
+
+    /// The handler, run once more after [`RETRY_PAUSE`] when the context
+    /// asks for it (`retry_once`), the failure is transient, and running
+    /// the tool twice does no more than running it once (idempotent). A
+    /// remote module's client has retried what a retry may fix already.
+    /// Both attempts are one call: one `tool_call`, one `tool_result` with
+    /// `attempts`, one audit row; the call was checked, judged and counted
+    /// once, before the first.
+    async fn attempt(
+        &self,
+        entry: &ToolEntry,
+        args: Value,
+        ctx: &ToolContext,
+        callbacks: &dyn Callbacks,
+        trace: &mut Trace,
+    ) -> Result<Value, ToolError> {
+        trace.attempts = 1;
+        let retry = ctx.retry_once && entry.annotations.idempotent && entry.module.is_none();
+        if !retry {
+            return self.call_handler(entry, args, ctx, callbacks).await;
+        }
+        match self.call_handler(entry, args.clone(), ctx, callbacks).await {
+            Err(e) if e.code.retried_at_once() => {
+                tracing::debug!(tool = %entry.name, call_id = ctx.call_id.as_deref().unwrap_or(""), code = ?e.code, "retrying a failed tool call once");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                trace.attempts = 2;
+                self.call_handler(entry, args, ctx, callbacks).await
+            }
+            outcome => outcome,
+        }
     }
 
     /// Asks the ledger whether the call is within its limits (`Check`,
@@ -1161,6 +1196,19 @@ impl Registry {
             }
         })
     }
+}
+
+/// Pause before the one retry of a call that failed transiently.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// What the pipeline noted about one call on its way, for the audit
+/// record and the result.
+#[derive(Debug, Default)]
+struct Trace {
+    /// The gate step's verdict, when the call reached it.
+    gate: Option<GateVerdict>,
+    /// How often the handler ran (0 when it never did).
+    attempts: u32,
 }
 
 /// Why the gate step did not let a call through.

@@ -25,12 +25,20 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// Whether calling again unchanged may succeed.
+    /// Whether calling again unchanged may succeed (a limit's refusal:
+    /// later, once the limit allows it).
     pub fn retryable(self) -> bool {
         matches!(
             self,
             ErrorCode::RateLimited | ErrorCode::Timeout | ErrorCode::Unavailable
         )
+    }
+
+    /// Whether the pipeline's own retry may try again at once: a transient
+    /// failure, never a limit's refusal (the same call would be refused
+    /// again, and count against the limit once more).
+    pub fn retried_at_once(self) -> bool {
+        matches!(self, ErrorCode::Timeout | ErrorCode::Unavailable)
     }
 }
 
@@ -57,6 +65,18 @@ pub struct ToolResult {
     /// `searched:web:QUERY`), as its handler recorded it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub side_effects: Vec<String>,
+    /// How many times the handler ran: 2 when a transient failure was
+    /// retried once (docs/events.md, "One call, one id"). Left out when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempts: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl ToolResult {
@@ -69,6 +89,7 @@ impl ToolResult {
             error: None,
             duration_ms,
             side_effects: Vec::new(),
+            attempts: 1,
         }
     }
 
@@ -85,6 +106,7 @@ impl ToolResult {
             }),
             duration_ms,
             side_effects: Vec::new(),
+            attempts: 1,
         }
     }
 

@@ -12,8 +12,8 @@ use data_plane_registry::ToolMode;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use super::context::{CHAT_PROFILE, check_space, context, with_profile};
 use super::extract::Json;
-use super::tools::{check_space, context, with_profile};
 use super::{ApiError, ErrorCode};
 use super::{sse, ui_stream};
 use crate::auth::Caller;
@@ -72,9 +72,6 @@ pub enum StreamFormat {
     Events,
     UiMessage,
 }
-
-/// The profile of /v1/chat unless `options.agent` names another.
-pub const CHAT_PROFILE: &str = "chat";
 
 /// `POST /v1/chat`: `run` first, then `text_delta`, `tool_call`,
 /// `tool_result`, `subagent_*` and `approval_*` events as they happen, then
@@ -152,22 +149,7 @@ pub async fn chat(
     };
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
     let agent_profile = body.options.agent.as_deref().unwrap_or(CHAT_PROFILE);
-    if let Some(profile) = state.registry.profile(agent_profile)
-        && !profile.spec.chat
-    {
-        let choices: Vec<&str> = state
-            .registry
-            .profiles()
-            .values()
-            .filter(|p| p.spec.chat)
-            .map(|p| p.name())
-            .collect();
-        return Err(ApiError::bad_request(format!(
-            "options.agent: the profile {agent_profile:?} is not for chat; choose one of {}",
-            choices.join(", ")
-        )));
-    }
-    let mut ctx = with_profile(&state, ctx, agent_profile, "options.agent")?;
+    let mut ctx = with_profile(&state, &caller, ctx, agent_profile, "options.agent")?;
     if let Some(search) = body.options.tool_search {
         ctx.tool_search = search;
     }

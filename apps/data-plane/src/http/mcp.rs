@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::ApiError;
-use super::tools::{SERVICE_PROFILE, context, require_member, with_profile};
+use super::context::{context, default_profile, require_member, with_profile};
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -148,8 +148,8 @@ impl McpServer {
         let ctx = context(&self.state, &caller, space_id, &parts.headers)
             .await
             .map_err(refused)?;
-        let agent = query.agent.as_deref().unwrap_or(SERVICE_PROFILE);
-        with_profile(&self.state, ctx, agent, "agent").map_err(refused)
+        let agent = query.agent.as_deref().unwrap_or(default_profile(&caller));
+        with_profile(&self.state, &caller, ctx, agent, "agent").map_err(refused)
     }
 }
 

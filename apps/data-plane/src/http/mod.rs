@@ -3,6 +3,7 @@
 mod admin;
 mod chat;
 pub mod chat_limits;
+mod context;
 mod documents;
 mod error;
 mod extract;

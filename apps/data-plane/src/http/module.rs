@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::ApiError;
+use super::context::{SERVICE_PROFILE, context, require_member, with_profile};
 use super::extract::Json;
-use super::tools::{SERVICE_PROFILE, context, require_member, with_profile};
 use crate::auth::{Caller, Service, user_for_service};
 use crate::state::AppState;
 
@@ -75,7 +75,7 @@ pub async fn execute(
         require_member(&state, &caller, space).await?;
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
-    let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;
+    let mut ctx = with_profile(&state, &caller, ctx, SERVICE_PROFILE, "agent")?;
     if let Some(request_id) = body.request_id.filter(|r| !r.is_empty() && r.len() <= 200) {
         ctx = ctx.with_request_id(request_id);
     }

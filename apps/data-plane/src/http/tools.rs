@@ -4,12 +4,13 @@
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use data_plane_registry::{ChannelCallbacks, NoCallbacks, ToolContext};
+use data_plane_registry::{ChannelCallbacks, NoCallbacks};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::ApiError;
+use super::context::{context, default_profile, require_member, with_profile};
 use super::extract::{Json, Path, Query};
 use super::sse::{self, StreamEvent};
 use crate::auth::Caller;
@@ -19,97 +20,14 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ToolsQuery {
     space_id: Option<Uuid>,
-    /// The agent profile whose tools to list (default `service`).
+    /// The agent profile whose tools to list (default `service` for a
+    /// service token, `chat` for a person).
     agent: Option<String>,
 }
 
-/// The profile of executeTool over HTTP and the module protocol, and the
-/// default of the tool list.
-pub const SERVICE_PROFILE: &str = "service";
-
-/// Builds the context of a call: who, where, settings as stored now, the
-/// remote modules' tools as fresh as they can be.
-pub async fn context(
-    state: &AppState,
-    caller: &Caller,
-    space_id: Option<Uuid>,
-    headers: &HeaderMap,
-) -> Result<ToolContext, ApiError> {
-    // Every door lists or runs tools after this: a remote module whose
-    // manifest expired is asked again first.
-    state.modules.ensure_fresh().await;
-    let settings = state.settings().await?;
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 200)
-        .map_or_else(|| Uuid::new_v4().to_string(), str::to_string);
-    Ok(
-        ToolContext::new(caller.user_id, space_id, caller.permission)
-            .with_settings(settings)
-            .with_request_id(request_id)
-            .with_deployment(state.deployment.now()),
-    )
-}
-
-/// `ctx` under the agent profile `name`, or a 400 naming the known ones.
-pub fn with_profile(
-    state: &AppState,
-    ctx: ToolContext,
-    name: &str,
-    field: &str,
-) -> Result<ToolContext, ApiError> {
-    state
-        .registry
-        .with_profile(ctx, name)
-        .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
-}
-
-/// Refuses a space the caller cannot read, with the same answer as a
-/// missing one. Answered from the caller's cached identity (a space missing
-/// from it is looked up afresh first, so a membership just granted on
-/// another replica counts at once). What a removal's notification has not
-/// reached yet is still refused further in: built-in tools read under
-/// row-level security, and a remote module's tool checks the membership in
-/// the database before the module is called.
-pub async fn require_member(
-    state: &AppState,
-    caller: &Caller,
-    space_id: Uuid,
-) -> Result<(), ApiError> {
-    match crate::access::role_in(state, caller, space_id).await? {
-        Some(_) => Ok(()),
-        None => Err(ApiError::not_found(format!(
-            "no space {space_id} among the caller's spaces"
-        ))),
-    }
-}
-
-/// The space, or a refusal when the caller cannot read it, with the same
-/// answer as a missing one.
-pub async fn check_space(
-    state: &AppState,
-    caller: &Caller,
-    space_id: Uuid,
-) -> Result<data_plane_store::identity::Space, ApiError> {
-    let mut tx = state
-        .db
-        .begin(data_plane_store::Scope::User(caller.user_id))
-        .await?;
-    let space = data_plane_store::identity::space_by_id(&mut tx, space_id).await?;
-    tx.commit()
-        .await
-        .map_err(data_plane_store::StoreError::from)?;
-    match space {
-        Some(space) => Ok(space),
-        None => Err(ApiError::not_found(format!(
-            "no space {space_id} among the caller's spaces"
-        ))),
-    }
-}
-
 /// `GET /v1/tools?spaceId=&agent=`: the tools offered to the caller under
-/// the profile (default `service`), OpenAI format.
+/// the profile (default: `service` for a service, `chat` for a person),
+/// OpenAI format.
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -119,9 +37,9 @@ pub async fn list(
     if let Some(space) = q.space_id {
         require_member(&state, &caller, space).await?;
     }
-    let agent = q.agent.as_deref().unwrap_or(SERVICE_PROFILE);
+    let agent = q.agent.as_deref().unwrap_or(default_profile(&caller));
     let ctx = context(&state, &caller, q.space_id, &headers).await?;
-    let ctx = with_profile(&state, ctx, agent, "agent")?;
+    let ctx = with_profile(&state, &caller, ctx, agent, "agent")?;
     Ok(Json(json!({
         "agent": agent,
         "tools": state.registry.get_available_tools(&ctx),
@@ -136,6 +54,9 @@ pub struct ExecuteBody {
     space_id: Option<Uuid>,
     /// The caller's id for this call (echoed in the result and events).
     call_id: Option<String>,
+    /// The agent profile the call runs under (default `service` for a
+    /// service token, `chat` for a person).
+    agent: Option<String>,
 }
 
 /// `POST /v1/tools/{name}/execute`: the ToolResult as JSON, or with
@@ -152,7 +73,8 @@ pub async fn execute(
         require_member(&state, &caller, space).await?;
     }
     let ctx = context(&state, &caller, body.space_id, &headers).await?;
-    let mut ctx = with_profile(&state, ctx, SERVICE_PROFILE, "agent")?;
+    let agent = body.agent.as_deref().unwrap_or(default_profile(&caller));
+    let mut ctx = with_profile(&state, &caller, ctx, agent, "agent")?;
     if let Some(call_id) = body.call_id.filter(|c| !c.is_empty() && c.len() <= 200) {
         ctx = ctx.with_call_id(call_id);
     }

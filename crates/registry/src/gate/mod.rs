@@ -37,8 +37,10 @@ pub enum GateDecision {
     Deny {
         reason: String,
     },
-    /// A person must approve the call first. Until the chat stream can ask
-    /// one, the call is refused with `approval_required`.
+    /// A person must approve the call first: in a chat run the person of
+    /// the run is asked over its stream (the context's approver,
+    /// docs/runs.md); where nobody can answer (executeTool, MCP, the
+    /// module protocol) the call is refused with `approval_required`.
     Ask {
         reason: String,
     },
