@@ -161,11 +161,14 @@ const MAX_ARGUMENT_ITEMS: usize = 256;
 /// Deepest nesting of arrays and objects the gate is sent; deeper
 /// arguments cannot be judged and the call is refused.
 const MAX_ARGUMENT_DEPTH: usize = 32;
-/// Most bytes of the arguments, as JSON after every cut, the gate is sent;
-/// larger arguments cannot be judged and the call is refused.
+/// Most bytes of the arguments and the list of cuts together, as JSON, the
+/// gate is sent; larger arguments cannot be judged and the call is refused.
 const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
 /// Most cuts listed one by one in `arguments_cut`; the rest are counted.
 const MAX_CUTS_LISTED: usize = 64;
+/// Longest path of a listed cut, in characters (a member's name may be
+/// long); a longer one is cut and ends in `…`.
+const MAX_CUT_PATH_CHARS: usize = 512;
 
 /// What a gate request is allowed to weigh. A model, or a caller of a tool
 /// whose schema takes an unbounded array, must not be able to push the
@@ -185,6 +188,13 @@ struct Bounded {
 impl Bounded {
     fn cut(&mut self, path: &str, unit: &str, kept: usize, total: usize) {
         if self.cuts.len() < MAX_CUTS_LISTED {
+            let path = if path.chars().count() > MAX_CUT_PATH_CHARS {
+                let mut short: String = path.chars().take(MAX_CUT_PATH_CHARS).collect();
+                short.push('…');
+                short
+            } else {
+                path.to_string()
+            };
             self.cuts
                 .push(json!({ "path": path, "unit": unit, "kept": kept, "total": total }));
         } else {
@@ -257,7 +267,9 @@ impl Bounded {
 /// (`arguments_cut`: each string past [`MAX_ARGUMENT_CHARS`] ends in `…`,
 /// each array or object past [`MAX_ARGUMENT_ITEMS`] keeps its first
 /// entries), or why they cannot be judged at all: nested deeper than
-/// [`MAX_ARGUMENT_DEPTH`], or larger than [`MAX_ARGUMENT_BYTES`] even cut.
+/// [`MAX_ARGUMENT_DEPTH`], or larger than [`MAX_ARGUMENT_BYTES`] even cut
+/// (the arguments and the list of cuts together: what the request weighs
+/// beside them is bounded already).
 fn bounded_arguments(args: &Value) -> Result<(Value, Value), String> {
     let mut bounded = Bounded::default();
     let sent = bounded.walk(args, &mut String::new(), 0);
@@ -266,17 +278,19 @@ fn bounded_arguments(args: &Value) -> Result<(Value, Value), String> {
             "its arguments are nested deeper than the {MAX_ARGUMENT_DEPTH} levels the gate can judge"
         ));
     }
-    let bytes = serde_json::to_vec(&sent).map_or(usize::MAX, |b| b.len());
+    let mut cuts = bounded.cuts;
+    if bounded.unlisted > 0 {
+        cuts.push(json!({ "unlisted": bounded.unlisted }));
+    }
+    let cuts = Value::Array(cuts);
+    let weight = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    let bytes = weight(&sent).saturating_add(weight(&cuts));
     if bytes > MAX_ARGUMENT_BYTES {
         return Err(format!(
             "its arguments take {bytes} bytes even cut, more than the {MAX_ARGUMENT_BYTES} the gate can judge"
         ));
     }
-    let mut cuts = bounded.cuts;
-    if bounded.unlisted > 0 {
-        cuts.push(json!({ "unlisted": bounded.unlisted }));
-    }
-    Ok((sent, Value::Array(cuts)))
+    Ok((sent, cuts))
 }
 
 #[cfg(test)]
@@ -349,6 +363,28 @@ mod tests {
             why.contains("more than the 262144 the gate can judge"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn long_member_names_count_against_the_bound() {
+        let key = "k".repeat(100_000);
+        // 64 cut arrays under one long name: each cut's path is shortened,
+        // so the list of cuts stays small, and the whole fits the bound.
+        let arrays: Vec<Value> = (0..64).map(|_| json!(vec![0; 257])).collect();
+        let (sent, cuts) = bounded_arguments(&json!({ key.clone(): arrays })).unwrap();
+        let weight =
+            serde_json::to_vec(&sent).unwrap().len() + serde_json::to_vec(&cuts).unwrap().len();
+        assert!(weight <= MAX_ARGUMENT_BYTES, "{weight}");
+        assert_eq!(cuts.as_array().unwrap().len(), 64);
+        let path = cuts[0]["path"].as_str().unwrap();
+        assert_eq!(path.chars().count(), MAX_CUT_PATH_CHARS + 1);
+        assert!(path.starts_with("/kkk") && path.ends_with('…'), "{path}");
+        // Names alone past the bound: refused.
+        let wide: serde_json::Map<String, Value> = (0..3)
+            .map(|i| (format!("{i}{}", "n".repeat(100_000)), json!(i)))
+            .collect();
+        let why = bounded_arguments(&Value::Object(wide)).unwrap_err();
+        assert!(why.contains("the gate can judge"), "{why}");
     }
 
     #[test]

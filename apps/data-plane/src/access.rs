@@ -22,7 +22,7 @@ use sqlx::postgres::PgListener;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The caller's role in the space, or 404 when they are not a member (so a

@@ -9,7 +9,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The claims a token carries.

@@ -3,8 +3,11 @@
 
 pub mod access;
 pub mod auth;
+pub mod chat_limits;
 pub mod cli;
 pub mod config;
+pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod settings_cache;
 pub mod state;

@@ -18,8 +18,8 @@ use data_plane_web::search::WebSearch;
 
 use crate::access::Identities;
 use crate::auth::{JwtKeys, ServiceTokens};
-use crate::http::chat_limits::ChatLimiter;
-use crate::http::metrics::Metrics;
+use crate::chat_limits::ChatLimiter;
+use crate::metrics::Metrics;
 use crate::settings_cache::SettingsCache;
 
 #[derive(Clone, Debug)]

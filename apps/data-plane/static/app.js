@@ -370,14 +370,12 @@ class Turn {
     card.parts.name.textContent = data.name;
     card.parts.args.textContent = pretty(data.arguments);
     card.parts.arguments = data.arguments;
-    if (entry) {
-      // The same id announced again: the call is being retried.
-      entry.result = undefined;
-      this.setCardState(card, "running", "retrying");
-    } else {
+    // A call is announced once (a retry stays inside it: its result says
+    // how many attempts it took).
+    if (!entry) {
       this.step.calls.push({ id: data.call_id, name: data.name, arguments: JSON.stringify(data.arguments ?? {}) });
-      this.setCardState(card, "running", "running");
     }
+    this.setCardState(card, "running", "running");
   }
 
   toolResult(data) {
@@ -708,7 +706,8 @@ function showSpan(view, text, from, to, read) {
 }
 
 function timing(result) {
-  return typeof result.duration_ms === "number" ? " in " + result.duration_ms + " ms" : "";
+  const time = typeof result.duration_ms === "number" ? " in " + result.duration_ms + " ms" : "";
+  return result.attempts > 1 ? time + " (" + result.attempts + " attempts)" : time;
 }
 
 // A block of model text drawn as Markdown: write() appends and draws again

@@ -961,8 +961,9 @@ async fn the_agent_profile_chooses_the_tools_the_model_is_offered() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("options.agent"), "{message}");
+    // A person is offered the profiles a person may choose, and no other.
     assert!(
-        message.contains("analyze_document, chat, explore, service"),
+        message.ends_with("unknown agent profile \"nope\"; choose one of chat, explore"),
         "{message}"
     );
     let (status, error) = json_of(listed("nope").await).await;

@@ -26,9 +26,9 @@ pub enum AgentEvent {
         arguments_delta: String,
     },
     /// What the registry reports about a call: the complete call as it
-    /// starts running (`partial` false on the stream; a retried call is
-    /// announced again with the same `call_id`), its result, and what a
-    /// sub-agent it started does.
+    /// starts running (`partial` false on the stream; once per call, a
+    /// retry staying inside it), its result, and what a sub-agent it
+    /// started does.
     Tool(ToolEvent),
     /// The answer cited a passage a tool returned, for the first time
     /// (docs/events.md, `citation`).

@@ -365,12 +365,9 @@ impl ToolHandler for RemoteHandler {
 /// security shows a user only the spaces they belong to).
 async fn member_of(db: &Db, user: Uuid, space: Uuid) -> Result<bool, data_plane_store::StoreError> {
     let mut tx = db.begin(Scope::User(user)).await?;
-    let found: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM spaces WHERE id = $1)")
-        .bind(space)
-        .fetch_one(&mut *tx)
-        .await?;
+    let found = data_plane_store::identity::space_by_id(&mut tx, space).await?;
     tx.commit().await?;
-    Ok(found)
+    Ok(found.is_some())
 }
 
 #[cfg(test)]

@@ -1207,7 +1207,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 struct Trace {
     /// The gate step's verdict, when the call reached it.
     gate: Option<GateVerdict>,
-    /// How often the handler ran (0 when it never did).
+    /// How often the handler ran (0 when it never did; the result and the
+    /// audit record count such a call as one attempt).
     attempts: u32,
 }
 

@@ -121,8 +121,8 @@ impl Approver for RunApprover {
                 };
             }
         };
-        // A retried call whose approval was settled already: the same answer,
-        // without asking again.
+        // A call of this run whose approval was settled already (its id
+        // asked about again): the same answer, without asking again.
         if row.status != ApprovalStatus::Pending {
             return decision(&row);
         }

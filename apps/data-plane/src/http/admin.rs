@@ -11,9 +11,9 @@ use data_plane_store::identity::Permission;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
 use super::extract::Json;
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 fn require_admin(caller: &Caller, what: &str) -> Result<(), ApiError> {
@@ -106,7 +106,7 @@ pub async fn put(
 /// The change is stored, but not every replica has confirmed holding it.
 fn not_yet_everywhere() -> ApiError {
     ApiError::new(
-        super::ErrorCode::Unavailable,
+        crate::error::ErrorCode::Unavailable,
         "the change is stored, but not every replica has confirmed it yet; \
          GET /v1/admin/settings shows what is stored, and every replica applies it within seconds",
     )

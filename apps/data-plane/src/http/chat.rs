@@ -14,9 +14,10 @@ use uuid::Uuid;
 
 use super::context::{CHAT_PROFILE, check_space, context, with_profile};
 use super::extract::Json;
-use super::{ApiError, ErrorCode};
-use super::{sse, ui_stream};
+use super::sse::{self, StreamFormat};
+use super::ui_stream;
 use crate::auth::Caller;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -64,13 +65,6 @@ pub struct ChatOptions {
     /// AI SDK's UI message stream, also asked for with the header
     /// `x-vercel-ai-ui-message-stream: v1`).
     format: Option<StreamFormat>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StreamFormat {
-    Events,
-    UiMessage,
 }
 
 /// `POST /v1/chat`: `run` first, then `text_delta`, `tool_call`,

@@ -7,8 +7,8 @@ use axum::http::HeaderMap;
 use data_plane_registry::ToolContext;
 use uuid::Uuid;
 
-use super::ApiError;
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The profile of executeTool and the module protocol for services, and
@@ -58,7 +58,8 @@ pub fn default_profile(caller: &Caller) -> &'static str {
 /// person may take only a profile made for people (`chat: true`), since a
 /// profile is what the gate's rules and the audit key on; a service token
 /// may take any. An unknown name, or one a person may not take, is a 400
-/// naming the field (`field`) and the profiles the caller may choose.
+/// naming the field (`field`) and the profiles the caller may choose (a
+/// person is never told the names of the others).
 pub fn with_profile(
     state: &AppState,
     caller: &Caller,
@@ -66,21 +67,25 @@ pub fn with_profile(
     name: &str,
     field: &str,
 ) -> Result<ToolContext, ApiError> {
-    if caller.service.is_none()
-        && let Some(profile) = state.registry.profile(name)
-        && !profile.spec.chat
-    {
-        let choices: Vec<&str> = state
+    if caller.service.is_none() {
+        let for_people: Vec<&str> = state
             .registry
             .profiles()
             .values()
             .filter(|p| p.spec.chat)
             .map(|p| p.name())
             .collect();
-        return Err(ApiError::bad_request(format!(
-            "{field}: the profile {name:?} is not for people; choose one of {}",
-            choices.join(", ")
-        )));
+        let refusal = match state.registry.profile(name) {
+            Some(profile) if profile.spec.chat => None,
+            Some(_) => Some(format!("the profile {name:?} is not for people")),
+            None => Some(format!("unknown agent profile {name:?}")),
+        };
+        if let Some(refusal) = refusal {
+            return Err(ApiError::bad_request(format!(
+                "{field}: {refusal}; choose one of {}",
+                for_people.join(", ")
+            )));
+        }
     }
     state
         .registry

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
 use super::extract::{Json, Path, Query};
 use crate::access::{require_editor, require_owner, space_role};
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]

@@ -6,7 +6,7 @@ use axum::extract::FromRequest;
 use axum::extract::FromRequestParts;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 
-use super::ApiError;
+use crate::error::ApiError;
 
 #[derive(Debug, FromRequest)]
 #[from_request(via(axum::Json), rejection(ApiError))]
@@ -27,7 +27,7 @@ impl From<JsonRejection> for ApiError {
             return ApiError::payload_too_large(0, super::MAX_BODY_BYTES);
         }
         if r.status() == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
-            return ApiError::new(super::ErrorCode::UnsupportedMediaType, message);
+            return ApiError::new(crate::error::ErrorCode::UnsupportedMediaType, message);
         }
         ApiError::bad_request(message)
     }

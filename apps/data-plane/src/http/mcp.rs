@@ -33,9 +33,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
 use super::context::{context, default_profile, require_member, with_profile};
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// What tells a client what this server is for, sent in `initialize`.
@@ -78,7 +78,7 @@ pub async fn authenticate(
             next.run(request).await
         }
         Err(e) => {
-            let unauthorized = e.code() == super::ErrorCode::Unauthorized;
+            let unauthorized = e.code() == crate::error::ErrorCode::Unauthorized;
             let mut response = e.into_response();
             if unauthorized {
                 response.headers_mut().insert(
@@ -157,7 +157,7 @@ impl McpServer {
 /// on our side (the database away) as an internal error.
 fn refused(e: ApiError) -> McpError {
     match e.code() {
-        super::ErrorCode::Internal | super::ErrorCode::Unavailable => {
+        crate::error::ErrorCode::Internal | crate::error::ErrorCode::Unavailable => {
             McpError::internal_error(e.message().to_string(), None)
         }
         _ => McpError::invalid_params(e.message().to_string(), None),

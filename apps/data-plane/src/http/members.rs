@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
 use super::extract::{Json, Path};
 use crate::access::{require_owner, space_role};
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// `GET /v1/spaces/{space_id}/members`.

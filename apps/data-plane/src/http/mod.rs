@@ -2,10 +2,8 @@
 
 mod admin;
 mod chat;
-pub mod chat_limits;
 mod context;
 mod documents;
-mod error;
 mod extract;
 mod mcp;
 mod members;
@@ -25,8 +23,7 @@ use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, put};
 use serde_json::json;
 
-pub use error::{ApiError, ErrorCode};
-
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 /// Largest accepted upload request, all files together.

@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
 use super::context::{SERVICE_PROFILE, context, require_member, with_profile};
 use super::extract::Json;
 use crate::auth::{Caller, Service, user_for_service};
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// `GET /manifest`: the module's name, version and every tool with its

@@ -10,7 +10,7 @@ use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
-use super::ErrorCode;
+use crate::error::ErrorCode;
 
 /// The document as written, embedded at build time.
 const WRITTEN: &str = include_str!("../../../../docs/openapi.json");

@@ -5,7 +5,7 @@ use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::ApiError;
+use crate::error::ApiError;
 
 /// One embedded file and the type it is served as.
 struct Asset {

@@ -13,11 +13,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
-use super::chat::StreamFormat;
 use super::extract::{Json, Path, Query};
-use super::{sse, ui_stream};
+use super::sse::{self, StreamFormat};
+use super::ui_stream;
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Longest reason a person may give with an answer, in characters.
@@ -130,7 +130,7 @@ pub async fn stop(
     let status = state.runs.stop(run_id).await.map_err(|e| {
         tracing::warn!(%run_id, error = %e, "cannot stop a run");
         ApiError::new(
-            super::ErrorCode::Unavailable,
+            crate::error::ErrorCode::Unavailable,
             "the run could not be stopped; try again shortly",
         )
     })?;

@@ -14,6 +14,15 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
+/// Which stream a run's events are sent as: this server's events, or the
+/// AI SDK's UI message stream (`ui_stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamFormat {
+    Events,
+    UiMessage,
+}
+
 /// How often an idle stream sends a comment so proxies keep it open.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 

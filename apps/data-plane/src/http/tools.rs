@@ -9,11 +9,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::ApiError;
 use super::context::{context, default_profile, require_member, with_profile};
 use super::extract::{Json, Path, Query};
 use super::sse::{self, StreamEvent};
 use crate::auth::Caller;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]

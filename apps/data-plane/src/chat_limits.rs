@@ -164,7 +164,7 @@ impl IntoResponse for ChatRefusal {
                  {retry_after} s"
             ),
         };
-        super::ApiError::new(super::ErrorCode::RateLimited, message)
+        crate::error::ApiError::new(crate::error::ErrorCode::RateLimited, message)
             .retry_after(retry_after)
             .into_response()
     }
