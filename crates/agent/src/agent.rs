@@ -16,7 +16,7 @@ use async_openai::types::chat::{
 };
 use data_plane_registry::{
     Callbacks, ChannelCallbacks, OfferedTool, Registry, ToolContext, ToolError, ToolEvent,
-    ToolMode, ToolResult,
+    ToolMode, ToolResult, forward_events,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -648,29 +648,15 @@ impl Agent {
                     end += 1;
                 }
             }
-            let (callbacks, mut events) = ChannelCallbacks::new();
+            let (callbacks, events) = ChannelCallbacks::new();
             let batch = futures::future::join_all(
                 calls[start..end]
                     .iter()
                     .map(|call| self.execute_one(call, ctx, &callbacks)),
             );
-            tokio::pin!(batch);
-            let batch_results = loop {
-                tokio::select! {
-                    done = &mut batch => break done,
-                    Some(event) = events.recv() => {
-                        if !sink.emit(event.into()).await {
-                            return Err(AgentError::Cancelled);
-                        }
-                    }
-                }
-            };
-            // What the calls reported before they returned.
-            while let Ok(event) = events.try_recv() {
-                if !sink.emit(event.into()).await {
-                    return Err(AgentError::Cancelled);
-                }
-            }
+            let batch_results = forward_events(batch, events, |event| sink.emit(event.into()))
+                .await
+                .ok_or(AgentError::Cancelled)?;
             results.extend(batch_results);
             start = end;
         }

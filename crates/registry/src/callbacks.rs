@@ -179,3 +179,43 @@ impl Callbacks for ChannelCallbacks {
         let _ = self.tx.send(event);
     }
 }
+
+/// The one event pump: drives `work` (calls that report through the
+/// [`ChannelCallbacks`] whose receiver is `events`) and hands each event to
+/// `forward` as it is reported, in order; once `work` returns, what it
+/// reported before returning is forwarded too, so nothing is lost or
+/// reordered. `forward` answering false (its reader gone) stops at once:
+/// `work` is dropped, which cancels what it started, and `None` returned.
+///
+/// The agent (a batch of calls), executeTool's event stream and MCP's
+/// progress notifications all run their calls through here
+/// ([`crate::Registry::execute_streaming`] for one call).
+pub async fn forward_events<T, Sent>(
+    work: impl Future<Output = T>,
+    mut events: mpsc::UnboundedReceiver<ToolEvent>,
+    mut forward: impl FnMut(ToolEvent) -> Sent,
+) -> Option<T>
+where
+    Sent: Future<Output = bool>,
+{
+    let mut work = std::pin::pin!(work);
+    let done = loop {
+        tokio::select! {
+            // Events first: one reported before the work returned goes out
+            // before anything the caller does with the result.
+            biased;
+            Some(event) = events.recv() => {
+                if !forward(event).await {
+                    return None;
+                }
+            }
+            done = &mut work => break done,
+        }
+    };
+    while let Ok(event) = events.try_recv() {
+        if !forward(event).await {
+            return None;
+        }
+    }
+    Some(done)
+}

@@ -24,7 +24,7 @@ pub mod suggest;
 mod tag;
 
 pub use approval::{Approval, ApprovalRequest, ApprovalRules, Approver};
-pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent};
+pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent, forward_events};
 pub use context::{Deployment, SideEffects, ToolContext};
 pub use discovery::OfferedTool;
 pub use entry::{

@@ -749,6 +749,26 @@ impl Registry {
         self.stamped(name, plan, args, ctx, callbacks).await
     }
 
+    /// [`Registry::execute_tool`] with its events handed to `forward` as the
+    /// call reports them (its `tool_call`, a sub-agent's events, approval
+    /// requests, its `tool_result`), through the one pump,
+    /// [`crate::forward_events`]. `None` when `forward` answered false (its
+    /// reader went away) and the call was stopped.
+    pub async fn execute_streaming<Sent>(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        forward: impl FnMut(ToolEvent) -> Sent,
+    ) -> Option<ToolResult>
+    where
+        Sent: Future<Output = bool>,
+    {
+        let (callbacks, events) = crate::ChannelCallbacks::new();
+        let call = self.execute_tool(name, args, ctx, &callbacks);
+        crate::forward_events(call, events, forward).await
+    }
+
     /// What a meta-tool call comes to: the name it is recorded under, what
     /// to do, and the arguments recorded. search_tools and describe_tool
     /// are answered here; execute_tool becomes a call of the tool it names

@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use data_plane_registry::{Annotations, ChannelCallbacks, ToolContext, ToolEntry, ToolEvent};
+use data_plane_registry::{Annotations, ToolContext, ToolEntry, ToolEvent};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -202,38 +202,42 @@ impl ServerHandler for McpServer {
         let ctx = ctx.with_call_id(call_id.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let progress = rq.meta.get_progress_token();
-        let (callbacks, mut events) = ChannelCallbacks::new();
-        let registry = self.state.registry.clone();
-        let call = registry.execute_tool(&request.name, args, &ctx, &callbacks);
-        tokio::pin!(call);
         let mut sent = 0u32;
-        let mut forward = async |event: ToolEvent| {
-            let Some(token) = &progress else { return };
-            if is_the_call_itself(&event, &call_id) {
-                return;
-            }
-            sent += 1;
-            let message = serde_json::to_string(&event).unwrap_or_default();
-            let note = ProgressNotificationParam::new(token.clone(), f64::from(sent))
-                .with_message(message);
-            if let Err(e) = rq.peer.notify_progress(note).await {
-                tracing::debug!(error = %e, "a progress notification was not delivered");
-            }
-        };
-        let result = loop {
-            tokio::select! {
-                result = &mut call => break result,
-                Some(event) = events.recv() => forward(event).await,
-                () = rq.ct.cancelled() => {
-                    // Dropping the call stops it (a model request, a fetch,
-                    // a remote module's call); the client hears nothing more.
-                    return Err(McpError::internal_error("the call was cancelled", None));
+        // A notification that cannot be delivered is logged; the call goes
+        // on (its result may still reach the client).
+        let peer = &rq.peer;
+        let forward = |event: ToolEvent| {
+            let note = progress
+                .as_ref()
+                .filter(|_| !is_the_call_itself(&event, &call_id))
+                .map(|token| {
+                    sent += 1;
+                    let message = serde_json::to_string(&event).unwrap_or_default();
+                    ProgressNotificationParam::new(token.clone(), f64::from(sent))
+                        .with_message(message)
+                });
+            async move {
+                if let Some(note) = note
+                    && let Err(e) = peer.notify_progress(note).await
+                {
+                    tracing::debug!(error = %e, "a progress notification was not delivered");
                 }
+                true
             }
         };
-        while let Ok(event) = events.try_recv() {
-            forward(event).await;
-        }
+        let call = self
+            .state
+            .registry
+            .execute_streaming(&request.name, args, &ctx, forward);
+        let result = tokio::select! {
+            result = call => result,
+            // Dropping the call stops it (a model request, a fetch, a
+            // remote module's call); the client hears nothing more.
+            () = rq.ct.cancelled() => None,
+        };
+        let Some(result) = result else {
+            return Err(McpError::internal_error("the call was cancelled", None));
+        };
         self.state.metrics.tool_call(&result);
         Ok(call_result(&result).into())
     }

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use data_plane_registry::{ChannelCallbacks, NoCallbacks};
+use data_plane_registry::{NoCallbacks, ToolEvent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -87,26 +87,21 @@ pub async fn execute(
         return Ok(Json(result).into_response());
     }
 
-    let (callbacks, mut events) = ChannelCallbacks::new();
     let (out, rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
     let registry = state.registry.clone();
     let metrics = state.metrics.clone();
     // The call runs in its own task; dropping the stream (client gone) aborts it.
     let task = tokio::spawn(async move {
-        let call = registry.execute_tool(&name, body.args, &ctx, &callbacks);
-        tokio::pin!(call);
-        let result = loop {
-            tokio::select! {
-                result = &mut call => break result,
-                Some(event) = events.recv() => {
-                    let _ = out.send(StreamEvent::tagged(&event));
-                }
-            }
+        let send = |event: ToolEvent| {
+            let sent = out.send(StreamEvent::tagged(&event)).is_ok();
+            std::future::ready(sent)
         };
-        // Everything the call reported was sent before it returned.
-        while let Ok(event) = events.try_recv() {
-            let _ = out.send(StreamEvent::tagged(&event));
-        }
+        let Some(result) = registry
+            .execute_streaming(&name, body.args, &ctx, send)
+            .await
+        else {
+            return;
+        };
         metrics.tool_call(&result);
         let _ = out.send(StreamEvent::new(
             "done",
