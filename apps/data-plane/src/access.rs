@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use data_plane_store::identity::{self, MembershipRole, Permission};
+use data_plane_store::listen::{Heard, Subscription};
 use data_plane_store::{Db, Scope, StoreError};
-use sqlx::postgres::PgListener;
 use uuid::Uuid;
 
 use crate::auth::Caller;
@@ -187,48 +187,24 @@ impl Identities {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Listens on [`IDENTITY_CHANNEL`] until the process ends, dropping each
-    /// notified user's entry; while the connection is down (and when it comes
-    /// back, having maybe missed some) everything cached is dropped.
+    /// Listens on [`IDENTITY_CHANNEL`] until the cache is dropped,
+    /// dropping each notified user's entry; after each (re)connection, when
+    /// some may have been missed, everything cached is dropped.
     pub fn listen(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
-        let db = self.db.clone();
+        let mut subscription = Subscription::new(&self.db, IDENTITY_CHANNEL);
         tokio::spawn(async move {
-            let mut listener = loop {
-                match PgListener::connect_with(db.pool()).await {
-                    Ok(mut l) => match l.listen(IDENTITY_CHANNEL).await {
-                        Ok(()) => break l,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot LISTEN for identity changes; retrying")
-                        }
-                    },
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot LISTEN for identity changes; retrying")
-                    }
-                }
-                if weak.strong_count() == 0 {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            };
             loop {
-                let next = listener.try_recv().await;
+                let heard = subscription.next().await;
                 let Some(identities) = weak.upgrade() else {
                     return;
                 };
-                match next {
-                    Ok(Some(n)) => match n.payload().parse::<Uuid>() {
+                match heard {
+                    Heard::Notified(payload) => match payload.parse::<Uuid>() {
                         Ok(user) => identities.forget(user),
                         Err(_) => identities.forget_all(),
                     },
-                    // The connection dropped; the next call reconnects.
-                    Ok(None) => identities.forget_all(),
-                    Err(e) => {
-                        identities.forget_all();
-                        tracing::warn!(error = %e, "identity listener failed; retrying");
-                        drop(identities);
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+                    Heard::Missed => identities.forget_all(),
                 }
             }
         })

@@ -26,9 +26,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use data_plane_registry::Settings;
+use data_plane_store::listen::Subscription;
 use data_plane_store::{Db, Scope, StoreError};
 use serde_json::Value;
-use sqlx::postgres::{PgListener, PgPoolOptions};
 use uuid::Uuid;
 
 /// How long one renewal lets this replica serve settings from its cache.
@@ -42,8 +42,6 @@ pub const SETTINGS_CHANNEL: &str = "data_plane_settings";
 /// How long past its end a lease is still waited on: room for the
 /// database's clock to be stepped forward a little.
 const LEASE_GRACE: Duration = Duration::from_secs(1);
-/// Bounds opening the listener, so a hung connect never delays a renewal.
-const LISTEN_WITHIN: Duration = Duration::from_secs(5);
 /// Longest pause between two looks at the leases while a writer waits.
 const WAIT_STEP: Duration = Duration::from_millis(20);
 
@@ -183,12 +181,9 @@ impl SettingsCache {
     ) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let (db, replica) = (self.db.clone(), self.replica);
+        let mut subscription = Subscription::new(&db, SETTINGS_CHANNEL);
         tokio::spawn(async move {
-            let mut listener: Option<PgListener> = None;
             loop {
-                if listener.is_none() {
-                    listener = listen(&db).await;
-                }
                 {
                     let Some(cache) = weak.upgrade() else { break };
                     if cache.ended.load(Ordering::SeqCst) {
@@ -198,19 +193,11 @@ impl SettingsCache {
                         tracing::warn!(error = %e, "cannot renew the settings lease; reading settings per request until it is renewed");
                     }
                 }
-                let woke = match listener.as_mut() {
-                    Some(l) => tokio::select! {
-                        n = l.try_recv() => n.map(|_| ()),
-                        () = tokio::time::sleep(RENEW_EVERY) => Ok(()),
-                    },
-                    None => {
-                        tokio::time::sleep(RENEW_EVERY).await;
-                        Ok(())
-                    }
-                };
-                if let Err(e) = woke {
-                    tracing::warn!(error = %e, "settings listener failed; renewing on a timer until it is back");
-                    listener = None;
+                // A change, a (re)connection (a change may have been
+                // missed) or the lease's timer: either way, refresh.
+                tokio::select! {
+                    _ = subscription.next() => {}
+                    () = tokio::time::sleep(RENEW_EVERY) => {}
                 }
             }
             give_up(&db, replica).await;
@@ -268,33 +255,5 @@ async fn give_up(db: &Db, replica: Uuid) {
     };
     if let Err(e) = ended.await {
         tracing::debug!(error = %e, "could not give the settings lease up; it ends on its own");
-    }
-}
-
-/// A connection listening on [`SETTINGS_CHANNEL`], or `None` (logged) when
-/// it cannot be had now.
-///
-/// The listener's connection comes from a pool of its own, not from the
-/// server's: a listener keeps its connection for as long as it listens.
-async fn listen(db: &Db) -> Option<PgListener> {
-    let own = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_lazy_with((*db.pool().connect_options()).clone());
-    let opened = tokio::time::timeout(LISTEN_WITHIN, async {
-        let mut listener = PgListener::connect_with(&own).await?;
-        listener.listen(SETTINGS_CHANNEL).await?;
-        Ok::<_, sqlx::Error>(listener)
-    })
-    .await;
-    match opened {
-        Ok(Ok(listener)) => Some(listener),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "cannot LISTEN for settings changes; renewing on a timer");
-            None
-        }
-        Err(_) => {
-            tracing::warn!("LISTEN for settings changes timed out; renewing on a timer");
-            None
-        }
     }
 }

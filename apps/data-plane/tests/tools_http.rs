@@ -1288,3 +1288,75 @@ async fn people_take_only_profiles_made_for_people_at_every_door() {
         ]
     );
 }
+
+/// The channels listened to on this test's database, by the names the
+/// subscriptions give their connections.
+async fn listening(w: &World) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT application_name FROM pg_stat_activity
+          WHERE application_name LIKE 'data-plane listen %' AND datname = current_database()
+          ORDER BY 1",
+    )
+    .fetch_all(w.state.db.pool())
+    .await
+    .unwrap()
+}
+
+/// Every subscriber of a server (runs, the identity cache, the settings
+/// cache, the keyword-index follower) listens on a connection of its own;
+/// when those backends are killed, each comes back by itself.
+#[tokio::test]
+async fn every_listener_comes_back_after_its_backend_is_killed() {
+    let w = world().await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let follower =
+        data_plane_search::follower::Follower::new(w.state.db.clone(), w.state.index.clone());
+    tokio::spawn(follower.run(stopped));
+    let expected: Vec<String> = [
+        "data_plane_identity",
+        "data_plane_index",
+        "data_plane_runs",
+        "data_plane_settings",
+    ]
+    .iter()
+    .map(|c| format!("data-plane listen {c}"))
+    .collect();
+    let until_all_listen = async || {
+        let started = std::time::Instant::now();
+        loop {
+            let now = listening(&w).await;
+            if now == expected {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "listening: {now:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    until_all_listen().await;
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name LIKE 'data-plane listen %' AND datname = current_database()",
+    )
+    .fetch_all(w.state.db.pool())
+    .await
+    .unwrap();
+    // Two replicas: each subscriber's connection on each.
+    assert!(killed.len() >= expected.len(), "{killed:?}");
+    assert!(killed.iter().all(|k| *k));
+    until_all_listen().await;
+    // A change made now reaches the other replica's next request.
+    let r = client()
+        .put(format!("{}/v1/admin/settings", w.base))
+        .bearer_auth(w.admin())
+        .json(&json!({ "web_search_enabled": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let (_, tools) = list_tools(&w.replica, &w.alice(), None).await;
+    assert!(names(&tools).iter().any(|n| n == "web_search"), "{tools}");
+    let _ = stop.send(true);
+}

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use data_plane_registry::{Annotations, Category, Registry, RemoteTool, ToolEntry};
 use data_plane_store::Db;
+use data_plane_store::listen::{Heard, Subscription};
 use data_plane_store::modules::{self as store, MODULES_CHANNEL, ManifestRow};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::postgres::PgListener;
 use tokio::sync::watch;
 
 use crate::client::{Client, RemoteHandler};
@@ -558,46 +558,29 @@ impl Modules {
     }
 
     /// Follows [`MODULES_CHANNEL`]: a module another replica (or the CLI)
-    /// discovered is read back from the cache and installed here too.
+    /// discovered is read back from the cache and installed here too; after
+    /// each (re)connection the whole cache is read again, for what changed
+    /// while nobody listened.
     async fn listen(&self) {
+        let mut subscription = Subscription::new(&self.db, MODULES_CHANNEL);
         loop {
-            let mut listener = match PgListener::connect_with(self.db.pool()).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot LISTEN for module manifests; retrying");
-                    tokio::time::sleep(Duration::from_secs(5)).await;
+            let module = match subscription.next().await {
+                Heard::Missed => {
+                    self.load_cache().await;
                     continue;
                 }
+                Heard::Notified(module) => module,
             };
-            if let Err(e) = listener.listen(MODULES_CHANNEL).await {
-                tracing::warn!(error = %e, "cannot LISTEN for module manifests; retrying");
-                tokio::time::sleep(Duration::from_secs(5)).await;
+            let Some(slot) = self.slot(&module) else {
                 continue;
-            }
-            // What changed while nobody listened.
-            self.load_cache().await;
-            loop {
-                match listener.try_recv().await {
-                    Ok(Some(n)) => {
-                        if let Some(slot) = self.slot(n.payload()) {
-                            match store::load(&self.db, n.payload()).await {
-                                Ok(Some(row)) => {
-                                    self.absorb_row(slot, &row);
-                                }
-                                Ok(None) => {}
-                                Err(e) => {
-                                    tracing::warn!(module = n.payload(), error = %e, "cannot read the module's cached manifest")
-                                }
-                            }
-                        }
-                    }
-                    // The connection dropped; reconnect and catch up.
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "module manifest listener failed; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        break;
-                    }
+            };
+            match store::load(&self.db, &module).await {
+                Ok(Some(row)) => {
+                    self.absorb_row(slot, &row);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(module, error = %e, "cannot read the module's cached manifest")
                 }
             }
         }

@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use data_plane_agent::{Agent, ChatRequest};
 use data_plane_registry::ToolContext;
+use data_plane_store::listen::{Heard, Subscription};
 use data_plane_store::runs::{self as store, RUNS_CHANNEL};
 use data_plane_store::{Db, StoreError};
 use futures::Stream;
 use serde_json::Value;
-use sqlx::postgres::PgListener;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
@@ -290,42 +290,20 @@ fn listen(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, 
 }
 
 async fn listen_loop(inner: std::sync::Weak<Inner>) {
+    let Some(db) = inner.upgrade().map(|i| i.db.clone()) else {
+        return;
+    };
+    let mut subscription = Subscription::new(&db, RUNS_CHANNEL);
+    drop(db);
     loop {
-        let Some(db) = inner.upgrade().map(|i| i.db.clone()) else {
+        let heard = subscription.next().await;
+        let Some(inner) = inner.upgrade() else {
             return;
         };
-        let mut listener = match PgListener::connect_with(db.pool()).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot LISTEN for runs; retrying");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                continue;
-            }
-        };
-        if let Err(e) = listener.listen(RUNS_CHANNEL).await {
-            tracing::warn!(error = %e, "cannot LISTEN for runs; retrying");
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            continue;
-        }
-        drop(db);
-        // What was missed while nobody listened: wake every waiter to look.
-        if let Some(inner) = inner.upgrade() {
-            inner.wake_all();
-        }
-        loop {
-            match listener.try_recv().await {
-                Ok(Some(n)) => {
-                    let Some(inner) = inner.upgrade() else {
-                        return;
-                    };
-                    inner.dispatch(n.payload());
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "lost the LISTEN connection for runs; reconnecting");
-                    break;
-                }
-            }
+        match heard {
+            // What was missed while nobody listened: wake every waiter to look.
+            Heard::Missed => inner.wake_all(),
+            Heard::Notified(payload) => inner.dispatch(&payload),
         }
     }
 }

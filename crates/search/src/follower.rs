@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use data_plane_store::content::{self, IndexableChunk};
 use data_plane_store::index_log::{self, NOTIFY_CHANNEL};
+use data_plane_store::listen::Subscription;
 use data_plane_store::{Db, Scope};
-use sqlx::postgres::PgListener;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -61,39 +61,21 @@ impl Follower {
         }
     }
 
-    /// Follows the log until `stop` turns true.
+    /// Follows the log until `stop` turns true: catches up at start, on
+    /// every notification, after every (re)connection of its subscription
+    /// (notifications may have been missed) and at least every [`POLL`].
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
-        let mut listener = match PgListener::connect_with(self.db.pool()).await {
-            Ok(mut l) => match l.listen(NOTIFY_CHANNEL).await {
-                Ok(()) => Some(l),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot LISTEN; polling the index log instead");
-                    None
-                }
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot LISTEN; polling the index log instead");
-                None
-            }
-        };
+        let mut subscription = Subscription::new(&self.db, NOTIFY_CHANNEL);
         loop {
             if let Err(e) = self.catch_up().await {
                 tracing::error!(error = %e, "keyword index follower failed; retrying");
             }
-            let wake = async {
-                match listener.as_mut() {
-                    Some(l) => {
-                        // Drain a burst of notifications into one catch-up.
-                        if l.recv().await.is_err() {
-                            tokio::time::sleep(POLL).await;
-                        }
-                    }
-                    None => tokio::time::sleep(POLL).await,
-                }
-            };
+            // A notification or a (re)connection: either way, catch up. A
+            // burst of notifications is drained by the one catch-up, since
+            // it reads everything committed.
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = wake => {}
+                _ = subscription.next() => {}
                 _ = tokio::time::sleep(POLL) => {}
             }
             if *stop.borrow() {

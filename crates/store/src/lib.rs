@@ -7,6 +7,7 @@ mod db;
 mod error;
 pub mod identity;
 pub mod index_log;
+pub mod listen;
 pub mod migrate;
 pub mod modules;
 pub mod passages;
