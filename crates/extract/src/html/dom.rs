@@ -26,14 +26,18 @@ pub(crate) struct Node<'a> {
     pub end: usize,
 }
 
-/// Tags whose contents are never readable text.
+/// Tags whose contents are never readable text, for both readers (the
+/// readable extraction of web pages and the whole-document text of uploads,
+/// which also drops page chrome: `text::CHROME`).
 pub(crate) const DEAD: &[&str] = &[
     "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "math",
     "canvas", "button", "input", "select", "textarea", "option", "link", "meta", "head", "title",
     "frameset", "frame", "audio", "video", "source", "track", "map", "dialog",
 ];
 
-/// Elements that start a block of their own.
+/// Elements that start a block of their own: the one list of both readers
+/// (the whole-document text joins table cells on their row's line, so it
+/// takes every block here but `td` and `th`).
 pub(crate) const BLOCK: &[&str] = &[
     "address",
     "article",

@@ -3,7 +3,7 @@
 //! headings with their character offsets, and what its head declares.
 
 use super::DocumentHead;
-use super::dom::Dom;
+use super::dom::{DEAD, Dom, is_block};
 use super::head::Head;
 use crate::Limits;
 
@@ -45,64 +45,28 @@ pub fn document(source: &str, limits: &Limits) -> DocumentText {
     }
 }
 
-/// Elements whose content is never part of the readable text.
-const DROPPED: &[&str] = &[
-    "aside", "button", "canvas", "datalist", "dialog", "embed", "head", "iframe", "input", "map",
-    "nav", "noscript", "object", "script", "select", "style", "svg", "template", "textarea",
-    "math",
-];
+/// Page chrome an uploaded document's text leaves out beside what is never
+/// readable (`dom::DEAD`): navigation and asides. The readable extraction of
+/// web pages keeps them in the tree and scores them out instead
+/// (`readable::content`), so they are not in `DEAD`.
+const CHROME: &[&str] = &["aside", "datalist", "nav"];
 
 /// Classes of page chrome, as DocBook-generated manuals (the PostgreSQL documentation among
 /// them) mark their navigation bars.
 const DROPPED_CLASSES: &[&str] = &["navheader", "navfooter"];
 
-const BLOCKS: &[&str] = &[
-    "address",
-    "article",
-    "blockquote",
-    "body",
-    "caption",
-    "center",
-    "details",
-    "dd",
-    "div",
-    "dl",
-    "dt",
-    "fieldset",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "header",
-    "hgroup",
-    "hr",
-    "li",
-    "main",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "summary",
-    "table",
-    "tbody",
-    "tfoot",
-    "thead",
-    "tr",
-    "ul",
-];
+/// Whether `name` starts a line of its own here: the blocks of `dom::BLOCK`,
+/// except table cells, which this renderer joins on their row's line.
+fn starts_line(name: &str) -> bool {
+    is_block(name) && !matches!(name, "td" | "th")
+}
 
 fn is_dropped(dom: &Dom<'_>, i: usize) -> bool {
     let Some(element) = dom.element(i) else {
         return false;
     };
     let name = element.name();
-    if DROPPED.contains(&name) {
+    if DEAD.contains(&name) || CHROME.contains(&name) {
         return true;
     }
     // An article's own header and footer carry its title and byline; only the page's are chrome.
@@ -192,7 +156,7 @@ fn readable_text(dom: &Dom<'_>) -> (String, Vec<Heading>) {
         } else {
             Break::Paragraph
         };
-        if BLOCKS.contains(&name) {
+        if starts_line(name) {
             out.block(
                 if name == "li" || name == "tr" || name == "dt" || name == "dd" {
                     brk.min(Break::Line)
@@ -251,7 +215,7 @@ fn close(
         "td" | "th" => *cell_depth = cell_depth.saturating_sub(1),
         _ => {}
     }
-    if BLOCKS.contains(&name) {
+    if starts_line(name) {
         let brk = if *cell_depth > 0 {
             Break::Space
         } else {
