@@ -13,8 +13,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::entry::DefinitionFile;
-use crate::registry::{META_TOOLS, ToolEntry};
+use crate::entry::ToolEntry;
 use crate::{Annotations, ToolContext};
+
+/// The names of the discovery meta-tools; no tool may take them.
+pub const META_TOOLS: [&str; 3] = [SEARCH_TOOLS, DESCRIBE_TOOL, EXECUTE_TOOL];
 
 pub(crate) const SEARCH_TOOLS: &str = "search_tools";
 pub(crate) const DESCRIBE_TOOL: &str = "describe_tool";

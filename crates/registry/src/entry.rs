@@ -1,14 +1,15 @@
 //! The parts of a tool: its definition file, its handler, and the metadata
 //! the registry enforces.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::{Callbacks, Permission, ToolContext, ToolError};
+use crate::{Callbacks, Permission, Tag, ToolContext, ToolError};
 
 /// Where a tool shows up in listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -234,6 +235,93 @@ impl RateLimitOverride {
 /// makes an absent one `None`.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
+}
+
+/// A definition joined with its handler.
+pub struct ToolEntry {
+    pub name: String,
+    /// The OpenAI function object: name, description, parameters. Shared:
+    /// every run offering the tool holds it, none copies it.
+    pub definition: Arc<Value>,
+    pub definition_file: String,
+    pub handler_file: &'static str,
+    pub meta: ToolMeta,
+    /// One line for listings and the system prompt: the metadata's
+    /// `short_description`, or a remote tool's from its manifest.
+    pub summary: Cow<'static, str>,
+    /// The remote module that runs it; `None` for the server's own tools.
+    pub module: Option<String>,
+    /// The metadata's annotation hints with the rules applied.
+    pub annotations: Annotations,
+    pub available: fn(&ToolContext) -> bool,
+    /// Adjusts the definition to what a context can do (see
+    /// `HandlerEntry::shape`).
+    pub shape: Option<fn(&mut Value, &ToolContext)>,
+    /// The tool's own rule for asking a person (see `HandlerEntry::asks`).
+    pub asks: Option<AsksFn>,
+    pub args_schema: Value,
+    /// The tool's one-line form for models without function calling,
+    /// checked and compiled at start-up.
+    pub tag: Option<Tag>,
+    pub(crate) handler: Arc<dyn ToolHandler>,
+    pub(crate) validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for ToolEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolEntry")
+            .field("name", &self.name)
+            .field("definition_file", &self.definition_file)
+            .field("handler_file", &self.handler_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntry {
+    /// Whether the tool appears for `ctx`: its predicate, the allow-list and
+    /// the caller's permission all agree.
+    pub fn is_offered(&self, ctx: &ToolContext) -> bool {
+        (self.available)(ctx) && ctx.allows(&self.name) && ctx.permission >= self.meta.permission
+    }
+
+    /// The entry in OpenAI's `tools` format.
+    pub fn openai_tool(&self) -> Value {
+        json!({ "type": "function", "function": *self.definition })
+    }
+
+    /// The definition as offered in `ctx` (the tool may narrow it to what
+    /// the deployment can do, such as search modes without embeddings): the
+    /// shared one unless the tool shapes it.
+    pub fn definition_for(&self, ctx: &ToolContext) -> Arc<Value> {
+        let Some(shape) = self.shape else {
+            return self.definition.clone();
+        };
+        let mut definition = Value::clone(&self.definition);
+        shape(&mut definition, ctx);
+        // Most contexts leave it as it is: a run then holds the shared one.
+        if definition == *self.definition {
+            self.definition.clone()
+        } else {
+            Arc::new(definition)
+        }
+    }
+
+    /// The metadata as listings show it: `ToolMeta` with the effective
+    /// annotations in place of the stated hints.
+    pub fn metadata(&self) -> Value {
+        let mut meta = serde_json::to_value(&self.meta).unwrap_or_default();
+        meta["annotations"] = json!(self.annotations);
+        meta["short_description"] = json!(self.summary);
+        if let Some(module) = &self.module {
+            meta["module"] = json!(module);
+        }
+        meta
+    }
+
+    /// [`ToolEntry::openai_tool`] as offered in `ctx`.
+    pub fn openai_tool_for(&self, ctx: &ToolContext) -> Value {
+        json!({ "type": "function", "function": *self.definition_for(ctx) })
+    }
 }
 
 mod millis {

@@ -26,7 +26,9 @@ mod tag;
 pub use approval::{Approval, ApprovalRequest, ApprovalRules, Approver};
 pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent, forward_events};
 pub use context::{Deployment, SideEffects, ToolContext};
+pub use discovery::META_TOOLS;
 pub use discovery::OfferedTool;
+pub use entry::ToolEntry;
 pub use entry::{
     AnnotationHints, Annotations, Category, CostTier, DefinitionFile, HandlerEntry,
     RateLimitOverride, RateLimits, TagSpec, ToolHandler, ToolMeta,
@@ -34,7 +36,7 @@ pub use entry::{
 pub use gate::{Gate, GateCall, GateDecision, GateError, GateVerdict};
 pub use ledger::{AuditRecord, Ledger, LedgerError, NoLedger, Refusal};
 pub use profile::{AgentProfile, ProfileSpec, Selection, ToolMode, valid_module_name};
-pub use registry::{META_TOOLS, Registry, RegistryError, ToolEntry};
+pub use registry::{Registry, RegistryError};
 pub use remote::{RemoteTool, wire_name};
 pub use result::{ErrorCode, ToolError, ToolFailure, ToolResult};
 pub use settings::{Settings, SettingsError, ToolSetting, ToolSettings};

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::entry::ToolEntry;
 use crate::entry::{AnnotationHints, Category, CostTier, RateLimits, ToolHandler, ToolMeta};
 use crate::profile::valid_module_name;
-use crate::registry::ToolEntry;
 use crate::{Annotations, Permission, ToolContext};
 
 /// The longest name a model may be given for a function.
