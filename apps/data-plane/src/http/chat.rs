@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{ChatRequest, Message};
-use data_plane_registry::ToolMode;
+use data_plane_registry::{ToolContext, ToolMode};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -82,11 +82,6 @@ pub async fn chat(
             "no language model is configured on this server; set DATA_PLANE_MODEL (and OPENAI_BASE_URL, OPENAI_API_KEY)",
         ));
     };
-    if body.messages.is_empty() {
-        return Err(ApiError::bad_request(
-            "messages: at least one message is needed",
-        ));
-    }
     let ui_stream = body.options.format == Some(StreamFormat::UiMessage)
         || (body.options.format.is_none() && ui_stream::wanted(&headers));
     // The SDK continues its last assistant message (after an approval or a
@@ -95,61 +90,14 @@ pub async fn chat(
         .messages
         .last()
         .is_some_and(|m| m.get("role").and_then(serde_json::Value::as_str) == Some("assistant"));
-    let messages: Vec<Message> = ui_stream::openai_messages(body.messages)
-        .map_err(ApiError::bad_request)
-        .and_then(|messages| {
-            messages
-                .into_iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    serde_json::from_value(m)
-                        .map_err(|e| ApiError::bad_request(format!("messages[{i}]: {e}")))
-                })
-                .collect()
-        })?;
-    if let Some(steps) = body.options.max_steps
-        && steps == 0
-    {
-        return Err(ApiError::bad_request(
-            "options.maxSteps: must be at least 1",
-        ));
-    }
-    if let Some(t) = body.options.temperature
-        && !(0.0..=2.0).contains(&t)
-    {
-        return Err(ApiError::bad_request(format!(
-            "options.temperature: {t} is outside 0 to 2"
-        )));
-    }
-    if body.options.max_tokens == Some(0) {
-        return Err(ApiError::bad_request(
-            "options.maxTokens: must be at least 1",
-        ));
-    }
-    if body.options.deadline_secs == Some(0) {
-        return Err(ApiError::bad_request(
-            "options.deadlineSecs: must be at least 1",
-        ));
-    }
+    let options = body.options;
+    let messages = conversation(body.messages)?;
+    options.check()?;
     let space = match body.space_id {
-        Some(id) => {
-            let space = check_space(&state, &caller, id).await?;
-            Some(SpaceFacts {
-                name: space.name,
-                description: space.description,
-            })
-        }
+        Some(id) => Some(space_facts(&state, &caller, id).await?),
         None => None,
     };
-    let ctx = context(&state, &caller, body.space_id, &headers).await?;
-    let agent_profile = body.options.agent.as_deref().unwrap_or(CHAT_PROFILE);
-    let mut ctx = with_profile(&state, &caller, ctx, agent_profile, "options.agent")?;
-    if let Some(search) = body.options.tool_search {
-        ctx.tool_search = search;
-    }
-    if let Some(mode) = body.options.tool_mode {
-        ctx.tool_mode = mode;
-    }
+    let ctx = turn_context(&state, &caller, &headers, body.space_id, &options).await?;
     let permit = match state.chat_limits.admit(caller.user_id) {
         Ok(permit) => permit,
         Err(refusal) => {
@@ -157,29 +105,14 @@ pub async fn chat(
             return Ok(refusal.into_response());
         }
     };
-    let request = ChatRequest {
-        messages,
-        max_steps: body.options.max_steps,
-        temperature: body.options.temperature,
-        max_tokens: body.options.max_tokens,
-        deadline: body
-            .options
-            .deadline_secs
-            .map(|s| std::time::Duration::from_secs(s.min(86_400))),
-        facts: Some(PromptFacts {
-            space,
-            today: chrono::Utc::now().date_naive(),
-        }),
-        waiting: None,
-    };
-
+    let request = options.request(messages, space);
     let started = state
         .runs
         .begin(
             agent,
             request,
             ctx,
-            body.options.conversation_id,
+            options.conversation_id,
             Box::new(permit),
         )
         .await
@@ -202,4 +135,105 @@ pub async fn chat(
         response.headers_mut().insert("x-run-id", value);
     }
     Ok(response)
+}
+
+/// The conversation as the model reads it: OpenAI's messages, or the AI
+/// SDK's UI messages turned into them; at least one.
+fn conversation(messages: Vec<serde_json::Value>) -> Result<Vec<Message>, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "messages: at least one message is needed",
+        ));
+    }
+    ui_stream::openai_messages(messages)
+        .map_err(ApiError::bad_request)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::from_value(m)
+                .map_err(|e| ApiError::bad_request(format!("messages[{i}]: {e}")))
+        })
+        .collect()
+}
+
+/// The space's name and description for the system prompt, or the refusal
+/// of a space the caller cannot read.
+async fn space_facts(
+    state: &AppState,
+    caller: &Caller,
+    space_id: Uuid,
+) -> Result<SpaceFacts, ApiError> {
+    let space = check_space(state, caller, space_id).await?;
+    Ok(SpaceFacts {
+        name: space.name,
+        description: space.description,
+    })
+}
+
+/// The turn's tool context: the caller's, under the profile the options
+/// name (the one rule of every door), with their discovery and tool mode.
+async fn turn_context(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    space_id: Option<Uuid>,
+    options: &ChatOptions,
+) -> Result<ToolContext, ApiError> {
+    let ctx = context(state, caller, space_id, headers).await?;
+    let profile = options.agent.as_deref().unwrap_or(CHAT_PROFILE);
+    let mut ctx = with_profile(state, caller, ctx, profile, "options.agent")?;
+    if let Some(search) = options.tool_search {
+        ctx.tool_search = search;
+    }
+    if let Some(mode) = options.tool_mode {
+        ctx.tool_mode = mode;
+    }
+    Ok(ctx)
+}
+
+impl ChatOptions {
+    /// Refuses values outside their bounds, naming the option.
+    fn check(&self) -> Result<(), ApiError> {
+        if self.max_steps == Some(0) {
+            return Err(ApiError::bad_request(
+                "options.maxSteps: must be at least 1",
+            ));
+        }
+        if let Some(t) = self.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(ApiError::bad_request(format!(
+                "options.temperature: {t} is outside 0 to 2"
+            )));
+        }
+        if self.max_tokens == Some(0) {
+            return Err(ApiError::bad_request(
+                "options.maxTokens: must be at least 1",
+            ));
+        }
+        if self.deadline_secs == Some(0) {
+            return Err(ApiError::bad_request(
+                "options.deadlineSecs: must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The agent's request for this turn.
+    fn request(&self, messages: Vec<Message>, space: Option<SpaceFacts>) -> ChatRequest {
+        ChatRequest {
+            messages,
+            max_steps: self.max_steps,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            deadline: self
+                .deadline_secs
+                .map(|s| std::time::Duration::from_secs(s.min(86_400))),
+            facts: Some(PromptFacts {
+                space,
+                today: chrono::Utc::now().date_naive(),
+            }),
+            waiting: None,
+        }
+    }
 }
