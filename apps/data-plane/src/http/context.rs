@@ -68,19 +68,20 @@ pub fn with_profile(
     field: &str,
 ) -> Result<ToolContext, ApiError> {
     if caller.service.is_none() {
-        let for_people: Vec<&str> = state
-            .registry
-            .profiles()
-            .values()
-            .filter(|p| p.spec.chat)
-            .map(|p| p.name())
-            .collect();
         let refusal = match state.registry.profile(name) {
             Some(profile) if profile.spec.chat => None,
             Some(_) => Some(format!("the profile {name:?} is not for people")),
             None => Some(format!("unknown agent profile {name:?}")),
         };
         if let Some(refusal) = refusal {
+            // Listed only for a refusal: an accepted request builds nothing.
+            let for_people: Vec<&str> = state
+                .registry
+                .profiles()
+                .values()
+                .filter(|p| p.spec.chat)
+                .map(|p| p.name())
+                .collect();
             return Err(ApiError::bad_request(format!(
                 "{field}: {refusal}; choose one of {}",
                 for_people.join(", ")
