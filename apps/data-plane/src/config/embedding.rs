@@ -1,0 +1,93 @@
+//! Where embeddings come from: the local model or an OpenAI-compatible endpoint.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use data_plane_embed::{EmbedConfig, Provider};
+
+use super::GlobalArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct EmbeddingArgs {
+    /// Where embeddings come from: the local model, or an OpenAI-compatible endpoint.
+    #[arg(long, env = "DATA_PLANE_EMBEDDING_PROVIDER", global = true, value_enum, default_value_t = EmbeddingProvider::Local)]
+    pub embedding_provider: EmbeddingProvider,
+
+    /// Directory with config.json, model.safetensors and tokenizer.json
+    /// [default: DATA_DIR/model/all-MiniLM-L6-v2].
+    #[arg(long, env = "DATA_PLANE_MODEL_DIR", global = true)]
+    pub model_dir: Option<PathBuf>,
+
+    /// Threads the local model may use [default: all cores].
+    #[arg(long, env = "DATA_PLANE_EMBEDDING_THREADS", global = true)]
+    pub embedding_threads: Option<usize>,
+
+    /// Base URL of the OpenAI-compatible embeddings endpoint (provider openai).
+    #[arg(
+        long,
+        env = "DATA_PLANE_EMBEDDING_URL",
+        global = true,
+        default_value = "https://api.openai.com/v1"
+    )]
+    pub embedding_url: String,
+
+    /// Model name sent to the embeddings endpoint (provider openai).
+    #[arg(
+        long,
+        env = "DATA_PLANE_EMBEDDING_MODEL",
+        global = true,
+        default_value = "text-embedding-3-small"
+    )]
+    pub embedding_model: String,
+
+    /// API key for the embeddings endpoint [default: OPENAI_API_KEY].
+    #[arg(
+        long,
+        env = "DATA_PLANE_EMBEDDING_API_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub embedding_api_key: Option<String>,
+
+    /// Vector length the endpoint returns; must match the schema (384).
+    #[arg(
+        long,
+        env = "DATA_PLANE_EMBEDDING_DIMENSION",
+        global = true,
+        default_value_t = 384
+    )]
+    pub embedding_dimension: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EmbeddingProvider {
+    Local,
+    Openai,
+}
+
+impl GlobalArgs {
+    pub fn embed_config(&self) -> EmbedConfig {
+        let e = &self.embedding;
+        match e.embedding_provider {
+            EmbeddingProvider::Local => {
+                let dir = e
+                    .model_dir
+                    .clone()
+                    .unwrap_or_else(|| self.data_dir.join("model").join("all-MiniLM-L6-v2"));
+                let mut config = EmbedConfig::local(dir);
+                if let Provider::Local { threads, .. } = &mut config.provider {
+                    *threads = e.embedding_threads;
+                }
+                config
+            }
+            EmbeddingProvider::Openai => EmbedConfig::open_ai(
+                e.embedding_url.clone(),
+                e.embedding_api_key
+                    .clone()
+                    .or_else(|| std::env::var("OPENAI_API_KEY").ok()),
+                e.embedding_model.clone(),
+                e.embedding_dimension,
+            ),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Configuration from flags and the environment, with local defaults: the
+//! flags every command shares here, each subsystem's in its own file.
+
+mod embedding;
+mod gate;
+mod limits;
+mod logging;
+mod model;
+mod modules;
+mod runs;
+mod secrets;
+mod web_search;
+
+pub use embedding::{EmbeddingArgs, EmbeddingProvider};
+pub use gate::GateArgs;
+pub use limits::{ExtractArgs, FetchArgs, LimitArgs};
+pub use logging::{LogColor, LogFormat, init_tracing};
+pub use model::{ModelArgs, is_local_url};
+pub use modules::ModuleArgs;
+pub use runs::RunArgs;
+pub use secrets::jwt_secret;
+pub use web_search::WebSearchArgs;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// PostgreSQL URL of the server's role (no BYPASSRLS, owns no tables).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        global = true,
+        default_value = "postgres://data_plane_app:data_plane_app@127.0.0.1:5432/data_plane?sslmode=disable"
+    )]
+    pub database_url: String,
+
+    /// PostgreSQL URL of the role that owns the schema; used only to migrate.
+    #[arg(
+        long,
+        env = "DATABASE_OWNER_URL",
+        global = true,
+        default_value = "postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/data_plane?sslmode=disable"
+    )]
+    pub owner_url: String,
+
+    /// Directory for the keyword index, the model and generated secrets.
+    #[arg(
+        long,
+        env = "DATA_PLANE_DATA_DIR",
+        global = true,
+        default_value = ".data"
+    )]
+    pub data_dir: PathBuf,
+
+    /// Tokens of internal services, as `name=token,name=token` (each token at
+    /// least 24 characters). A service acts for the user it names.
+    #[arg(
+        long,
+        env = "DATA_PLANE_SERVICE_TOKENS",
+        global = true,
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub service_tokens: String,
+
+    /// Largest number of PostgreSQL connections the server opens.
+    #[arg(long, env = "DATA_PLANE_DB_POOL", global = true, default_value_t = 32)]
+    pub db_pool: u32,
+
+    /// Log format.
+    #[arg(long, env = "DATA_PLANE_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+
+    /// Colour in human-readable logs: `auto` (only when the log goes to a
+    /// terminal and NO_COLOR is not set), `always` or `never`. JSON logs
+    /// never have colour.
+    #[arg(long, env = "DATA_PLANE_LOG_COLOR", global = true, value_enum, default_value_t = LogColor::Auto)]
+    pub log_color: LogColor,
+
+    #[command(flatten)]
+    pub embedding: EmbeddingArgs,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+
+    #[command(flatten)]
+    pub web_search: WebSearchArgs,
+
+    #[command(flatten)]
+    pub limits: LimitArgs,
+
+    #[command(flatten)]
+    pub extract: ExtractArgs,
+
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    #[command(flatten)]
+    pub modules: ModuleArgs,
+
+    #[command(flatten)]
+    pub runs: RunArgs,
+}
+
+impl GlobalArgs {
+    pub fn index_dir(&self) -> PathBuf {
+        self.data_dir.join("index")
+    }
+}
