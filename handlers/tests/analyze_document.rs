@@ -66,20 +66,6 @@ async fn analyze(w: &World, ctx: &ToolContext, args: Value) -> (ToolResult, Vec<
     (result, events)
 }
 
-fn kind(e: &ToolEvent) -> &'static str {
-    match e {
-        ToolEvent::ToolCall { .. } => "tool_call",
-        ToolEvent::ToolResult { .. } => "tool_result",
-        ToolEvent::SubagentStart { .. } => "subagent_start",
-        ToolEvent::SubagentChunk { .. } => "subagent_chunk",
-        ToolEvent::SubagentToolCall { .. } => "subagent_tool_call",
-        ToolEvent::SubagentToolResult { .. } => "subagent_tool_result",
-        ToolEvent::SubagentEnd { .. } => "subagent_end",
-        ToolEvent::ApprovalRequest { .. } => "approval_request",
-        ToolEvent::ApprovalResult { .. } => "approval_result",
-    }
-}
-
 fn parent_of(e: &ToolEvent) -> Option<&str> {
     match e {
         ToolEvent::SubagentStart { parent_call_id, .. }
@@ -150,7 +136,7 @@ async fn the_sub_agent_reads_its_document_and_its_answer_is_the_result() {
     assert_eq!(data["total_tokens"], 40 + 12 + 20 + 2);
     assert!(data.get("note").is_none());
 
-    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    let kinds: Vec<&str> = events.iter().map(ToolEvent::name).collect();
     assert_eq!(
         kinds,
         [

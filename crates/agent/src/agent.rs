@@ -18,7 +18,7 @@ use data_plane_registry::{
     Callbacks, ChannelCallbacks, OfferedTool, Registry, ToolContext, ToolError, ToolEvent,
     ToolMode, ToolResult, forward_events,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -56,7 +56,7 @@ pub struct ChatRequest {
 }
 
 /// Why a run ended with an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// The model answered without calling a tool.
@@ -79,7 +79,7 @@ pub enum FinishReason {
 }
 
 /// Tokens the endpoint reported, summed over the steps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -327,6 +327,8 @@ impl Agent {
         }
     }
 
+    /// The loop: ask the model, end when its answer says so, run its
+    /// calls, hand the results back, ask again.
     async fn run_steps(
         &self,
         request: ChatRequest,
@@ -334,6 +336,93 @@ impl Agent {
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
     ) -> Result<RunOutcome, AgentError> {
+        let mut plan = self.plan(request, ctx)?;
+        // Call ids the model gave in this run: some models number their
+        // calls afresh each step, and a call must stay one call in the
+        // events, the approvals and the conversation.
+        let mut used_ids: HashSet<String> = HashSet::new();
+        let mut usage = Usage::default();
+        let mut step = 0;
+        let mut asked_again_after_empty = false;
+        loop {
+            step += 1;
+            {
+                let mut p = lock(progress);
+                p.steps = step;
+                p.usage = usage;
+                p.text.clear();
+            }
+            let opened = self.open_step(&mut plan).await;
+            let mut turn = self
+                .turn(
+                    opened?,
+                    &plan.offered,
+                    &plan.tags,
+                    sink,
+                    progress,
+                    &mut used_ids,
+                )
+                .await?;
+            let transcript = std::mem::take(&mut turn.transcript);
+            usage.prompt_tokens += turn.usage.prompt_tokens;
+            usage.completion_tokens += turn.usage.completion_tokens;
+            lock(progress).usage = usage;
+            let (finish, repeated) = (turn.finish, turn.repeated);
+            let (text, calls, malformed) = turn.into_calls();
+            let answered = calls.is_empty() && malformed.is_empty();
+            if answered
+                && text.trim().is_empty()
+                && finish != Some(ModelFinish::Length)
+                && !repeated
+                && !asked_again_after_empty
+                && step < plan.max_steps
+            {
+                asked_again_after_empty = true;
+                tracing::info!(step, "the model answered nothing; asking once more");
+                continue;
+            }
+            let end = if repeated {
+                Some(FinishReason::Repetition)
+            } else if answered {
+                Some(answer_reason(finish, &text))
+            } else {
+                self.limit_reached(step, plan.max_steps, usage)
+            };
+            if let Some(reason) = end {
+                return Ok(RunOutcome {
+                    reason,
+                    steps: step,
+                    usage,
+                    text,
+                });
+            }
+            let mut results = self.execute_all(&calls, ctx, sink).await?;
+            number_passages(progress, &mut results);
+            if plan.tags_mode {
+                feed_back_tags(
+                    &mut plan.messages,
+                    transcript,
+                    &calls,
+                    results,
+                    malformed,
+                    &plan.tags,
+                );
+            } else {
+                feed_back_native(
+                    &mut plan.messages,
+                    text,
+                    &calls,
+                    results,
+                    malformed,
+                    &plan.tags,
+                );
+            }
+        }
+    }
+
+    /// What every step of a run shares: the tools offered (natively or as
+    /// tags), the conversation with the system prompt in front, the limits.
+    fn plan(&self, request: ChatRequest, ctx: &ToolContext) -> Result<Plan, AgentError> {
         if request.messages.is_empty() {
             return Err(AgentError::InvalidRequest("messages is empty".into()));
         }
@@ -400,137 +489,62 @@ impl Agent {
             (Some(configured), Some(asked)) => Some(asked.min(configured)),
             (configured, asked) => configured.or(asked),
         };
-        let field = self.config.max_tokens_field;
-        // Call ids the model gave in this run: some models number their
-        // calls afresh each step, and a call must stay one call in the
-        // events, the approvals and the conversation.
-        let mut used_ids: HashSet<String> = HashSet::new();
-        let mut usage = Usage::default();
-        let mut step = 0;
-        let mut asked_again_after_empty = false;
-        loop {
-            step += 1;
-            {
-                let mut p = lock(progress);
-                p.steps = step;
-                p.usage = usage;
-                p.text.clear();
-            }
-            let tools = if tags_mode {
-                Vec::new()
-            } else {
-                openai_tools(&offered)?
-            };
-            // The request (the tools' typed copies, the model's name) is
-            // dropped at the end of this block, before the answer streams.
-            let opened = {
-                #[allow(deprecated)] // `max_tokens` is what some servers read
-                let model_request = CreateChatCompletionRequest {
-                    model: self.config.model.clone(),
-                    // Lent to the request and taken back once it is sent.
-                    messages: std::mem::take(&mut messages),
-                    stream: Some(true),
-                    stream_options: Some(ChatCompletionStreamOptions {
-                        include_usage: Some(true),
-                        include_obfuscation: None,
-                    }),
-                    tools: (!tools.is_empty()).then_some(tools),
-                    temperature: request.temperature,
-                    max_completion_tokens: max_tokens
-                        .filter(|_| field == MaxTokensField::MaxCompletionTokens),
-                    max_tokens: max_tokens.filter(|_| field == MaxTokensField::MaxTokens),
-                    ..Default::default()
-                };
-                let opened = self.client.open(&model_request).await;
-                messages = model_request.messages;
-                opened
-            };
-            let mut turn = self
-                .turn(opened?, &offered, &tags, sink, progress, &mut used_ids)
-                .await?;
-            let transcript = std::mem::take(&mut turn.transcript);
-            usage.prompt_tokens += turn.usage.prompt_tokens;
-            usage.completion_tokens += turn.usage.completion_tokens;
-            lock(progress).usage = usage;
-            let finish = turn.finish;
-            let repeated = turn.repeated;
-            let (text, calls, malformed) = turn.into_calls();
-            let ended = |reason| RunOutcome {
-                reason,
-                steps: step,
-                usage,
-                text: text.clone(),
-            };
-            if repeated {
-                return Ok(ended(FinishReason::Repetition));
-            }
-            if calls.is_empty() && malformed.is_empty() {
-                let reason = if finish == Some(ModelFinish::Length) {
-                    FinishReason::Length
-                } else if text.trim().is_empty() {
-                    if !asked_again_after_empty && step < max_steps {
-                        asked_again_after_empty = true;
-                        tracing::info!(step, "the model answered nothing; asking once more");
-                        continue;
-                    }
-                    FinishReason::Empty
-                } else {
-                    FinishReason::Stop
-                };
-                return Ok(ended(reason));
-            }
-            if step >= max_steps {
-                return Ok(ended(FinishReason::StepLimit));
-            }
-            if self
-                .config
-                .token_budget
-                .is_some_and(|budget| usage.total() >= budget)
-            {
-                return Ok(ended(FinishReason::TokenBudget));
-            }
+        Ok(Plan {
+            tags_mode,
+            tags,
+            offered,
+            messages,
+            max_steps,
+            max_tokens,
+            temperature: request.temperature,
+        })
+    }
 
-            if tags_mode {
-                let mut results = self.execute_all(&calls, ctx, sink).await?;
-                number_passages(progress, &mut results);
-                feed_back_tags(&mut messages, transcript, &calls, results, malformed, &tags);
-                continue;
-            }
-            let mut tool_calls: Vec<ChatCompletionMessageToolCalls> = calls
-                .iter()
-                .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
-                .collect();
-            let malformed: Vec<(String, String)> = malformed
-                .into_iter()
-                .map(|(raw, reason)| (new_call_id(), format!("{reason} (in {raw:?})")))
-                .collect();
-            tool_calls.extend(
-                malformed
-                    .iter()
-                    .map(|(id, _)| native_call(id, MALFORMED_CALL, "{}")),
-            );
-            messages.push(ChatCompletionRequestMessage::Assistant(
-                ChatCompletionRequestAssistantMessage {
-                    content: (!text.is_empty())
-                        .then(|| ChatCompletionRequestAssistantMessageContent::Text(text.clone())),
-                    tool_calls: Some(tool_calls),
-                    ..Default::default()
-                },
-            ));
-            let mut results = self.execute_all(&calls, ctx, sink).await?;
-            number_passages(progress, &mut results);
-            for (call, result) in calls.iter().zip(results) {
-                messages.push(tool_message(&call.id, result_for_model(&result, &tags)));
-            }
-            for (id, reason) in &malformed {
-                let error = ToolError::invalid(format!(
-                    "your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"
-                ));
-                // Written again, the call may well succeed.
-                let result = ToolResult::failed(MALFORMED_CALL, id, &error, 0).retryable(true);
-                messages.push(tool_message(id, own_failure_for_model(&result)));
-            }
+    /// Sends the conversation to the model, streaming. The request (the
+    /// tools' typed copies, the model's name) is dropped once it is sent,
+    /// before the answer streams.
+    async fn open_step(&self, plan: &mut Plan) -> Result<ChunkStream, AgentError> {
+        let tools = if plan.tags_mode {
+            Vec::new()
+        } else {
+            openai_tools(&plan.offered)?
+        };
+        let field = self.config.max_tokens_field;
+        #[allow(deprecated)] // `max_tokens` is what some servers read
+        let model_request = CreateChatCompletionRequest {
+            model: self.config.model.clone(),
+            // Lent to the request and taken back once it is sent.
+            messages: std::mem::take(&mut plan.messages),
+            stream: Some(true),
+            stream_options: Some(ChatCompletionStreamOptions {
+                include_usage: Some(true),
+                include_obfuscation: None,
+            }),
+            tools: (!tools.is_empty()).then_some(tools),
+            temperature: plan.temperature,
+            max_completion_tokens: plan
+                .max_tokens
+                .filter(|_| field == MaxTokensField::MaxCompletionTokens),
+            max_tokens: plan
+                .max_tokens
+                .filter(|_| field == MaxTokensField::MaxTokens),
+            ..Default::default()
+        };
+        let opened = self.client.open(&model_request).await;
+        plan.messages = model_request.messages;
+        opened
+    }
+
+    /// The limit a step that still wants tools has reached, if any: its
+    /// calls are then not run.
+    fn limit_reached(&self, step: u32, max_steps: u32, usage: Usage) -> Option<FinishReason> {
+        if step >= max_steps {
+            return Some(FinishReason::StepLimit);
         }
+        self.config
+            .token_budget
+            .is_some_and(|budget| usage.total() >= budget)
+            .then_some(FinishReason::TokenBudget)
     }
 
     /// One model request, streamed: text to the sink as it comes, argument
@@ -826,6 +840,73 @@ impl Turn {
             .collect();
         calls.extend(self.text_calls);
         (self.text, calls, self.malformed)
+    }
+}
+
+/// What the steps of one run share (see [`Agent::plan`]).
+struct Plan {
+    tags_mode: bool,
+    tags: Tags,
+    offered: Vec<OfferedTool>,
+    messages: Vec<ChatCompletionRequestMessage>,
+    max_steps: u32,
+    max_tokens: Option<u32>,
+    temperature: Option<f32>,
+}
+
+/// Why a step that called no tool ended the run.
+fn answer_reason(finish: Option<ModelFinish>, text: &str) -> FinishReason {
+    if finish == Some(ModelFinish::Length) {
+        FinishReason::Length
+    } else if text.trim().is_empty() {
+        FinishReason::Empty
+    } else {
+        FinishReason::Stop
+    }
+}
+
+/// The step's answer and its calls' results, as the conversation goes on
+/// with native tool calls: the assistant message with its calls (and the
+/// malformed ones, under a name no tool has), then one tool message each.
+fn feed_back_native(
+    messages: &mut Vec<ChatCompletionRequestMessage>,
+    text: String,
+    calls: &[PlannedCall],
+    results: Vec<ToolResult>,
+    malformed: Vec<(String, String)>,
+    tags: &Tags,
+) {
+    let mut tool_calls: Vec<ChatCompletionMessageToolCalls> = calls
+        .iter()
+        .map(|c| native_call(&c.id, &c.name, &c.raw_arguments))
+        .collect();
+    let malformed: Vec<(String, String)> = malformed
+        .into_iter()
+        .map(|(raw, reason)| (new_call_id(), format!("{reason} (in {raw:?})")))
+        .collect();
+    tool_calls.extend(
+        malformed
+            .iter()
+            .map(|(id, _)| native_call(id, MALFORMED_CALL, "{}")),
+    );
+    messages.push(ChatCompletionRequestMessage::Assistant(
+        ChatCompletionRequestAssistantMessage {
+            content: (!text.is_empty())
+                .then_some(ChatCompletionRequestAssistantMessageContent::Text(text)),
+            tool_calls: Some(tool_calls),
+            ..Default::default()
+        },
+    ));
+    for (call, result) in calls.iter().zip(results) {
+        messages.push(tool_message(&call.id, result_for_model(&result, tags)));
+    }
+    for (id, reason) in &malformed {
+        let error = ToolError::invalid(format!(
+            "your tool call could not be read: {reason}; write it again with a valid tool name and a JSON object of arguments"
+        ));
+        // Written again, the call may well succeed.
+        let result = ToolResult::failed(MALFORMED_CALL, id, &error, 0).retryable(true);
+        messages.push(tool_message(id, own_failure_for_model(&result)));
     }
 }
 

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use data_plane_registry::ToolResult;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The longest quote a citation carries (characters); a longer passage (a
@@ -25,7 +25,7 @@ const QUOTE_CHARS: usize = 1000;
 const LONGEST_MARKER: usize = 200;
 
 /// One cited source.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Citation {
     /// The number the model cites it by (1, 2, 3, … in the order the
     /// passages were returned).
@@ -42,7 +42,7 @@ pub struct Citation {
     pub char_end: u64,
     /// The passage's text (cut when long: see `truncated`).
     pub text: String,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     /// The tool and the call that returned it.
     pub tool: String,

@@ -3,7 +3,8 @@
 
 use async_trait::async_trait;
 use data_plane_registry::{Callbacks, ToolEvent};
-use serde::{Serialize, Serializer};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -11,7 +12,8 @@ use crate::citations::Citation;
 
 /// One thing that happened in a run: the model's own output as it streams,
 /// or an event of a tool call it made. Serialises to the JSON body of the
-/// stream's event, its `type` field naming the event (docs/events.md).
+/// stream's event, its `type` field naming the event (docs/events.md), and
+/// reads back from it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
     /// Text for the user, in order.
@@ -33,6 +35,18 @@ pub enum AgentEvent {
     /// The answer cited a passage a tool returned, for the first time
     /// (docs/events.md, `citation`).
     Citation(Citation),
+}
+
+impl AgentEvent {
+    /// The event's name on the wire: its `type` field and its SSE `event:`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AgentEvent::TextDelta { .. } => "text_delta",
+            AgentEvent::ToolCallDelta { .. } => "tool_call",
+            AgentEvent::Tool(event) => event.name(),
+            AgentEvent::Citation(_) => "citation",
+        }
+    }
 }
 
 impl From<ToolEvent> for AgentEvent {
@@ -98,6 +112,73 @@ impl Serialize for AgentEvent {
             AgentEvent::Tool(event) => event.serialize(serializer),
             AgentEvent::Citation(citation) => Wire::Citation(citation).serialize(serializer),
         }
+    }
+}
+
+/// What the agent adds to the registry's events, read back: a `tool_call`
+/// with `partial` true is a fragment, without it the complete call.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Incoming {
+    TextDelta {
+        text: String,
+    },
+    ToolCall {
+        call_id: String,
+        #[serde(default)]
+        index: u32,
+        name: String,
+        #[serde(default)]
+        arguments_delta: String,
+        #[serde(default)]
+        arguments: Value,
+        #[serde(default)]
+        partial: bool,
+    },
+    Citation(Citation),
+}
+
+impl<'de> Deserialize<'de> for AgentEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let ours = matches!(
+            value.get("type").and_then(Value::as_str),
+            Some("text_delta" | "tool_call" | "citation")
+        );
+        if !ours {
+            return ToolEvent::deserialize(&value)
+                .map(AgentEvent::Tool)
+                .map_err(D::Error::custom);
+        }
+        Ok(
+            match Incoming::deserialize(&value).map_err(D::Error::custom)? {
+                Incoming::TextDelta { text } => AgentEvent::TextDelta { text },
+                Incoming::ToolCall {
+                    call_id,
+                    index,
+                    name,
+                    arguments_delta,
+                    partial: true,
+                    ..
+                } => AgentEvent::ToolCallDelta {
+                    call_id,
+                    index,
+                    name,
+                    arguments_delta,
+                },
+                Incoming::ToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                    ..
+                } => AgentEvent::Tool(ToolEvent::ToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                }),
+                Incoming::Citation(citation) => AgentEvent::Citation(citation),
+            },
+        )
     }
 }
 

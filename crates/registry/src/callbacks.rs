@@ -2,14 +2,16 @@
 //! one callback through which every event travels. Each event becomes an
 //! event on the client's stream.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::ToolResult;
 
 /// One thing that happened during a tool call, as the stream carries it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// Serialises to the event's JSON body, its `type` naming the event
+/// ([`ToolEvent::name`]); reads back from it (a run's recorded events).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolEvent {
     ToolCall {
@@ -74,6 +76,21 @@ pub enum ToolEvent {
 }
 
 impl ToolEvent {
+    /// The event's name on the wire: its `type` field and its SSE `event:`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolEvent::ToolCall { .. } => "tool_call",
+            ToolEvent::ToolResult { .. } => "tool_result",
+            ToolEvent::SubagentStart { .. } => "subagent_start",
+            ToolEvent::SubagentChunk { .. } => "subagent_chunk",
+            ToolEvent::SubagentToolCall { .. } => "subagent_tool_call",
+            ToolEvent::SubagentToolResult { .. } => "subagent_tool_result",
+            ToolEvent::SubagentEnd { .. } => "subagent_end",
+            ToolEvent::ApprovalRequest { .. } => "approval_request",
+            ToolEvent::ApprovalResult { .. } => "approval_result",
+        }
+    }
+
     /// The same event as a sub-agent started by `parent_call_id` reports it
     /// to its parent: a call or result becomes a sub-agent call or result,
     /// an approval stays one and names the parent. `None` for the sub-agent

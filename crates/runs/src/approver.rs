@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use data_plane_agent::AgentEvent;
 use data_plane_registry::{Approval, ApprovalRequest, Approver, ToolEvent};
 use data_plane_store::Scope;
 use data_plane_store::runs::{self as store, ApprovalRow, ApprovalStatus, NewApproval};
 
+use crate::event::Event;
 use crate::live::LiveRun;
 use crate::{Inner, lock};
 
@@ -209,8 +211,8 @@ impl RunApprover {
     /// (stopped while it waited, or its run ended).
     pub async fn settled(&self, row: &ApprovalRow) {
         self.remember(row);
-        let event = serde_json::to_value(result_event(row)).unwrap_or_default();
-        self.run.emit(&self.inner, "approval_result", event).await;
+        let event = AgentEvent::Tool(result_event(row));
+        self.run.emit(&self.inner, Event::Agent(event)).await;
     }
 }
 

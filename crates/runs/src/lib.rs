@@ -6,6 +6,7 @@
 //! reaches the replica running it through `NOTIFY data_plane_runs`.
 
 mod approver;
+mod event;
 mod live;
 mod reader;
 mod recorder;
@@ -20,11 +21,11 @@ use data_plane_store::listen::{Heard, Subscription};
 use data_plane_store::runs::{self as store, RUNS_CHANNEL};
 use data_plane_store::{Db, StoreError};
 use futures::Stream;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
 pub use data_plane_store::runs::{ApprovalRow, ApprovalStatus, RunRow, RunStatus};
+pub use event::{Done, DoneReason, Event, to_json};
 
 use live::LiveRun;
 
@@ -60,18 +61,18 @@ const LOST_AFTER: Duration = Duration::from_secs(60);
 /// How often finished runs past their retention are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
-/// One event as a run sent it: its number (the SSE id), type and body.
+/// One event as a run sent it: its number (the SSE id) and the event,
+/// shared by the ring, the recorder and every reader.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEvent {
     pub seq: i64,
-    pub kind: String,
-    pub data: Value,
+    pub event: Arc<Event>,
 }
 
 impl RunEvent {
     /// `done` and `error` end a run's stream.
     pub fn is_last(&self) -> bool {
-        self.kind == "done" || self.kind == "error"
+        self.event.is_last()
     }
 }
 
@@ -203,11 +204,10 @@ impl Runs {
             lock(&inner.live).insert(run_id, live.clone());
             live.emit(
                 &inner,
-                "run",
-                serde_json::json!({
-                    "run_id": run_id,
-                    "conversation_id": conversation_id,
-                }),
+                Event::Run {
+                    run_id,
+                    conversation_id,
+                },
             )
             .await;
             let watching = Watching(live.watch().with_grace(inner.config.grace));

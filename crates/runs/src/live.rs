@@ -13,12 +13,12 @@ use data_plane_agent::{Agent, AgentError, AgentEvent, ChatRequest, EventSink};
 use data_plane_registry::ToolContext;
 use data_plane_store::runs::{self as store, RunStatus};
 use futures::FutureExt;
-use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::approver::RunApprover;
+use crate::event::{Done, DoneReason, Event};
 use crate::recorder::Item;
 use crate::{Inner, RunEvent, lock};
 
@@ -70,7 +70,7 @@ pub(crate) struct LiveRun {
 
 #[derive(Default)]
 struct Log {
-    events: VecDeque<Arc<RunEvent>>,
+    events: VecDeque<RunEvent>,
     next: i64,
     recorded: i64,
     /// Readers here see events up to this number: the last event waits
@@ -82,7 +82,7 @@ struct Log {
 
 /// What readers here find for "after N".
 pub(crate) enum Found {
-    Events(Vec<Arc<RunEvent>>),
+    Events(Vec<RunEvent>),
     /// Older than the ring: read them from the table.
     InTable,
     Nothing,
@@ -117,8 +117,8 @@ impl LiveRun {
     /// Numbers and sends one event: to readers here at once, to the
     /// recorder in order (waiting while it is far behind). `false` when
     /// the run may send no more (its limit, or it has ended).
-    pub async fn emit(self: &Arc<Self>, inner: &Inner, kind: &str, data: Value) -> bool {
-        self.push(inner, kind, data, None).await.is_some()
+    pub async fn emit(self: &Arc<Self>, inner: &Inner, event: Event) -> bool {
+        self.push(inner, event, None).await.is_some()
     }
 
     /// Hands the run's last event, saying how it ended, to the recorder,
@@ -128,11 +128,10 @@ impl LiveRun {
     pub async fn emit_last(
         self: &Arc<Self>,
         inner: &Inner,
-        kind: &str,
-        data: Value,
+        event: Event,
         status: RunStatus,
     ) -> Option<i64> {
-        self.push(inner, kind, data, Some(status)).await
+        self.push(inner, event, Some(status)).await
     }
 
     /// Shows readers here the last event.
@@ -144,16 +143,9 @@ impl LiveRun {
     async fn push(
         self: &Arc<Self>,
         inner: &Inner,
-        kind: &str,
-        mut data: Value,
+        event: Event,
         ends: Option<RunStatus>,
     ) -> Option<i64> {
-        if let Value::Object(map) = &mut data {
-            map.insert("type".into(), Value::String(kind.into()));
-        }
-        // PostgreSQL's jsonb holds no NUL character: the event is sent as it
-        // will be replayed.
-        without_nul(&mut data);
         let last = ends.is_some();
         let _order = self.emitting.lock().await;
         let event = {
@@ -174,11 +166,10 @@ impl LiveRun {
             if !last {
                 log.visible = seq;
             }
-            let event = Arc::new(RunEvent {
+            let event = RunEvent {
                 seq,
-                kind: kind.to_string(),
-                data,
-            });
+                event: Arc::new(event),
+            };
             log.events.push_back(event.clone());
             trim(&mut log);
             event
@@ -303,24 +294,6 @@ impl LiveRun {
     }
 }
 
-/// Replaces every NUL in `value`'s strings and keys with U+FFFD.
-fn without_nul(value: &mut Value) {
-    match value {
-        Value::String(s) if s.contains('\0') => *s = s.replace('\0', "\u{FFFD}"),
-        Value::Array(items) => items.iter_mut().for_each(without_nul),
-        Value::Object(map) => {
-            if map.keys().any(|k| k.contains('\0')) {
-                let old = std::mem::take(map);
-                for (k, v) in old {
-                    map.insert(k.replace('\0', "\u{FFFD}"), v);
-                }
-            }
-            map.values_mut().for_each(without_nul);
-        }
-        _ => {}
-    }
-}
-
 fn trim(log: &mut Log) {
     while log.events.len() > RING && log.events.front().is_some_and(|e| e.seq <= log.recorded) {
         log.events.pop_front();
@@ -391,19 +364,7 @@ struct RunSink {
 #[async_trait]
 impl EventSink for RunSink {
     async fn emit(&self, event: AgentEvent) -> bool {
-        let data = match serde_json::to_value(&event) {
-            Ok(data) => data,
-            Err(e) => {
-                tracing::error!(run_id = %self.run.id, error = %e, "an event could not be serialised");
-                return true;
-            }
-        };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message")
-            .to_string();
-        self.run.emit(&self.inner, &kind, data).await
+        self.run.emit(&self.inner, Event::Agent(event)).await
     }
 }
 
@@ -427,42 +388,53 @@ pub(crate) async fn drive(
     let outcome = AssertUnwindSafe(agent.run(request, &ctx, &sink, &run.cancel))
         .catch_unwind()
         .await;
-    let (status, kind, data) = match outcome {
+    let stopped = |status, reason| {
+        let done = Done {
+            reason,
+            steps: None,
+            usage: None,
+        };
+        (status, Event::Done(done))
+    };
+    let failed = |code: &str, message: String| Event::Error {
+        code: code.to_string(),
+        message,
+    };
+    let (status, last) = match outcome {
         Ok(Ok(outcome)) => (
             RunStatus::Done,
-            "done",
-            json!({ "reason": outcome.reason, "steps": outcome.steps, "usage": outcome.usage }),
+            Event::Done(Done {
+                reason: DoneReason::Finished(outcome.reason),
+                steps: Some(outcome.steps),
+                usage: Some(outcome.usage),
+            }),
         ),
         Ok(Err(AgentError::Cancelled)) => match run.end_reason() {
             Some(RunStatus::Error) => (
                 RunStatus::Error,
-                "error",
-                json!({
-                    "code": "event_limit",
-                    "message": format!("the run reached its limit of {} events and was stopped", inner.config.max_events),
-                }),
+                failed(
+                    "event_limit",
+                    format!(
+                        "the run reached its limit of {} events and was stopped",
+                        inner.config.max_events
+                    ),
+                ),
             ),
-            Some(RunStatus::Abandoned) => (
-                RunStatus::Abandoned,
-                "done",
-                json!({ "reason": "abandoned" }),
-            ),
-            _ => (RunStatus::Stopped, "done", json!({ "reason": "stopped" })),
+            Some(RunStatus::Abandoned) => stopped(RunStatus::Abandoned, DoneReason::Abandoned),
+            _ => stopped(RunStatus::Stopped, DoneReason::Stopped),
         },
         Ok(Err(e)) => {
             tracing::warn!(run_id = %run.id, %request_id, code = e.code(), error = %e, "chat ended with an error");
-            (
-                RunStatus::Error,
-                "error",
-                json!({ "code": e.code(), "message": public_message(&e) }),
-            )
+            (RunStatus::Error, failed(e.code(), public_message(&e)))
         }
         Err(_panic) => {
             tracing::error!(run_id = %run.id, %request_id, "the run panicked");
             (
                 RunStatus::Error,
-                "error",
-                json!({ "code": "internal", "message": "the run failed unexpectedly; the error was logged" }),
+                failed(
+                    "internal",
+                    "the run failed unexpectedly; the error was logged".into(),
+                ),
             )
         }
     };
@@ -487,7 +459,7 @@ pub(crate) async fn drive(
     // The recorder writes the last event and the run's end in one
     // transaction, so whoever reads `done` finds the run ended; readers
     // here wait for it too, unless the database is away for long.
-    let last = match run.emit_last(&inner, kind, data, status).await {
+    let last = match run.emit_last(&inner, last, status).await {
         Some(seq) => seq,
         None => lock(&run.log).next - 1,
     };
@@ -523,11 +495,10 @@ mod tests {
         {
             let mut log = lock(&run.log);
             for seq in seqs {
-                log.events.push_back(Arc::new(RunEvent {
+                log.events.push_back(RunEvent {
                     seq,
-                    kind: "text_delta".into(),
-                    data: json!({"type": "text_delta", "text": "x"}),
-                }));
+                    event: Arc::new(Event::Agent(AgentEvent::TextDelta { text: "x".into() })),
+                });
                 log.next = seq + 1;
                 log.visible = seq;
             }
@@ -564,23 +535,5 @@ mod tests {
         assert_eq!(lock(&run.log).events.len(), 1900);
         assert_eq!(seqs(run.after(100)).unwrap().len(), 1900);
         assert_eq!(seqs(run.after(99)), Err("table"));
-    }
-
-    #[test]
-    fn nul_characters_become_replacement_characters_everywhere() {
-        let mut value = json!({
-            "text": "a\u{0}b",
-            "nested": [{"k\u{0}ey": "\u{0}"}, 3, null],
-            "clean": "unchanged",
-        });
-        without_nul(&mut value);
-        assert_eq!(
-            value,
-            json!({
-                "text": "a\u{FFFD}b",
-                "nested": [{"k\u{FFFD}ey": "\u{FFFD}"}, 3, null],
-                "clean": "unchanged",
-            })
-        );
     }
 }

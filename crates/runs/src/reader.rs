@@ -9,10 +9,10 @@ use std::time::Duration;
 use data_plane_store::Scope;
 use data_plane_store::runs::{self as store, RunStatus};
 use futures::{Stream, StreamExt};
-use serde_json::json;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::event::Event;
 use crate::live::{Found, LiveRun, WatchGuard};
 use crate::{Inner, LOST_AFTER, RunEvent};
 
@@ -73,7 +73,7 @@ impl Reader {
                 let mut ended = live.ended.subscribe();
                 match live.after(self.last) {
                     Found::Events(events) => {
-                        return Some(self.take(events.iter().map(|e| (**e).clone()).collect()));
+                        return Some(self.take(events));
                     }
                     Found::InTable => {
                         if let Some(rows) = self.page().await
@@ -89,9 +89,7 @@ impl Reader {
                         // the rest (or says there is none).
                         if ended.borrow_and_update().is_some() {
                             if let Found::Events(events) = live.after(self.last) {
-                                return Some(
-                                    self.take(events.iter().map(|e| (**e).clone()).collect()),
-                                );
+                                return Some(self.take(events));
                             }
                             self.local = None;
                             continue;
@@ -166,11 +164,9 @@ impl Reader {
                     }
                     return Some(vec![RunEvent {
                         seq: self.last + 1,
-                        kind: "error".into(),
-                        data: json!({
-                            "type": "error",
-                            "code": "run_lost",
-                            "message": "the server running this run stopped answering; its last events are lost",
+                        event: Arc::new(Event::Error {
+                            code: "run_lost".into(),
+                            message: "the server running this run stopped answering; its last events are lost".into(),
                         }),
                     }]);
                 }
@@ -188,8 +184,7 @@ impl Reader {
                 rows.into_iter()
                     .map(|r| RunEvent {
                         seq: r.seq,
-                        kind: r.kind,
-                        data: r.data,
+                        event: Arc::new(Event::from_stored(&r.kind, r.data)),
                     })
                     .collect(),
             ),

@@ -1,6 +1,6 @@
-//! Writes runs' events to the table in the order they were sent, in
-//! batches (one transaction, one NOTIFY per run), retrying while the
-//! database is away; runs wait when the recorder falls far behind (the
+//! Writes runs' events to the table (as their JSON, [`to_json`]) in the
+//! order they were sent, in batches (one transaction, one NOTIFY per run),
+//! retrying while the database is away; runs wait when the recorder falls far behind (the
 //! queue, shared by this replica's runs, is bounded). A batch the database
 //! refuses for good (an event it cannot store, a run deleted with its
 //! user) is written event by event, a refused event as a placeholder that
@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::RunEvent;
+use crate::event::to_json;
 use crate::live::LiveRun;
 
 /// Events waiting to be written, across runs, before runs wait.
@@ -25,7 +26,7 @@ const BATCH: usize = 512;
 
 pub(crate) struct Item {
     pub run: Arc<LiveRun>,
-    pub event: Arc<RunEvent>,
+    pub event: RunEvent,
     /// The run's last event: how the run ended, recorded with it.
     pub ends: Option<RunStatus>,
 }
@@ -38,8 +39,8 @@ pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
             .map(|i| NewEvent {
                 run_id: i.run.id,
                 seq: i.event.seq,
-                kind: i.event.kind.clone(),
-                data: i.event.data.clone(),
+                kind: i.event.event.name().to_string(),
+                data: to_json(&*i.event.event),
                 ends: i.ends,
             })
             .collect();
@@ -93,7 +94,8 @@ async fn one(db: &Db, row: &NewEvent) {
         data: serde_json::json!({
             "type": row.kind,
             "unrecorded": "this event could not be stored; it was sent live only",
-        }),
+        })
+        .to_string(),
         ends: row.ends,
     };
     if let Err(e) = write(db, std::slice::from_ref(&placeholder)).await {

@@ -81,7 +81,8 @@ pub struct NewEvent {
     pub run_id: Uuid,
     pub seq: i64,
     pub kind: String,
-    pub data: Value,
+    /// The event's JSON text (an object).
+    pub data: String,
     /// The run's last event: the run ends with this status in the same
     /// transaction (unless it had ended already).
     pub ends: Option<RunStatus>,
@@ -97,19 +98,18 @@ pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
     let runs: Vec<Uuid> = events.iter().map(|e| e.run_id).collect();
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-    let data: Vec<&Value> = events.iter().map(|e| &e.data).collect();
+    let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
         "INSERT INTO run_events (run_id, seq, kind, data)
-         SELECT t.r, t.s, t.k, j.d
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::text[]) WITH ORDINALITY AS t(r, s, k, i)
-         JOIN jsonb_array_elements($4::jsonb) WITH ORDINALITY AS j(d, i) ON j.i = t.i
+         SELECT t.r, t.s, t.k, t.d::jsonb
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS t(r, s, k, d)
          ON CONFLICT DO NOTHING",
     )
     .bind(&runs)
     .bind(&seqs)
     .bind(&kinds)
-    .bind(sqlx::types::Json(&data))
+    .bind(&data)
     .execute(&mut *tx)
     .await?;
     for event in events {

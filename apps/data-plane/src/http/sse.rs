@@ -1,18 +1,19 @@
-//! Server-Sent Events as the API sends them: one JSON object per event, an
-//! increasing `id:` on every event, a heartbeat comment every 15 s, and
-//! headers that keep proxies from buffering.
+//! Server-Sent Events as the API sends them: one JSON object per event
+//! (typed until here, serialised by [`to_json`]), an increasing `id:` on
+//! every event, a heartbeat comment every 15 s, and headers that keep
+//! proxies from buffering.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::http::HeaderValue;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use data_plane_runs::RunEvent;
+use data_plane_registry::ToolEvent;
+use data_plane_runs::{Event, RunEvent, to_json};
 use futures::Stream;
 use futures::StreamExt;
 use serde::Serialize;
-use serde_json::Value;
 
 /// Which stream a run's events are sent as: this server's events, or the
 /// AI SDK's UI message stream (`ui_stream`).
@@ -26,48 +27,34 @@ pub enum StreamFormat {
 /// How often an idle stream sends a comment so proxies keep it open.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
-/// One event: its type (the SSE `event:` name, also the `type` field of the
-/// JSON) and its JSON body.
-#[derive(Debug, Clone)]
-pub struct StreamEvent {
-    pub kind: String,
-    pub data: Value,
+/// An event a stream sends: its name (the SSE `event:`, also the `type`
+/// field of its JSON) and, serialised, its JSON body.
+pub trait WireEvent: Serialize {
+    fn name(&self) -> &str;
 }
 
-impl StreamEvent {
-    /// An event from anything that serialises to a JSON object with a
-    /// `type` field (the registry's ToolEvent, for one).
-    pub fn tagged<T: Serialize>(value: &T) -> StreamEvent {
-        let data = serde_json::to_value(value).unwrap_or(Value::Null);
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message")
-            .to_string();
-        StreamEvent { kind, data }
+impl WireEvent for Event {
+    fn name(&self) -> &str {
+        Event::name(self)
     }
+}
 
-    /// An event of `kind` whose body gets a `type` field added.
-    pub fn new(kind: &str, mut data: Value) -> StreamEvent {
-        if let Value::Object(map) = &mut data {
-            map.insert("type".into(), Value::String(kind.into()));
-        }
-        StreamEvent {
-            kind: kind.to_string(),
-            data,
-        }
+impl WireEvent for ToolEvent {
+    fn name(&self) -> &str {
+        ToolEvent::name(self)
     }
 }
 
 /// Wraps a stream of events into the HTTP response, numbering them.
-pub fn response<S>(events: S) -> Response
+pub fn response<S, E>(events: S) -> Response
 where
-    S: Stream<Item = StreamEvent> + Send + 'static,
+    S: Stream<Item = E> + Send + 'static,
+    E: WireEvent,
 {
     numbered(
         events
             .enumerate()
-            .map(|(i, e)| (i as i64 + 1, e.kind, e.data)),
+            .map(|(i, e)| (i as i64 + 1, e.name().to_string(), to_json(&e))),
     )
 }
 
@@ -77,19 +64,20 @@ pub fn run_events<S>(events: S) -> Response
 where
     S: Stream<Item = RunEvent> + Send + 'static,
 {
-    numbered(events.map(|e| (e.seq, e.kind, e.data)))
+    numbered(events.map(|e| (e.seq, e.event.name().to_string(), to_json(&*e.event))))
 }
 
+/// Frames of (id, event name, JSON text).
 fn numbered<S>(events: S) -> Response
 where
-    S: Stream<Item = (i64, String, Value)> + Send + 'static,
+    S: Stream<Item = (i64, String, String)> + Send + 'static,
 {
-    let events = events.map(|(id, kind, data)| {
+    let events = events.map(|(id, name, json)| {
         Ok::<_, Infallible>(
-            Event::default()
+            sse::Event::default()
                 .id(id.to_string())
-                .event(kind)
-                .data(data.to_string()),
+                .event(name)
+                .data(json),
         )
     });
     let mut response = Sse::new(events)

@@ -5,13 +5,13 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use data_plane_registry::{NoCallbacks, ToolEvent};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::context::{context, default_profile, require_member, with_profile};
 use super::extract::{Json, Path, Query};
-use super::sse::{self, StreamEvent};
+use super::sse::{self, WireEvent};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -87,13 +87,13 @@ pub async fn execute(
         return Ok(Json(result).into_response());
     }
 
-    let (out, rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+    let (out, rx) = tokio::sync::mpsc::unbounded_channel::<Execution>();
     let registry = state.registry.clone();
     let metrics = state.metrics.clone();
     // The call runs in its own task; dropping the stream (client gone) aborts it.
     let task = tokio::spawn(async move {
         let send = |event: ToolEvent| {
-            let sent = out.send(StreamEvent::tagged(&event)).is_ok();
+            let sent = out.send(Execution::Tool(Box::new(event))).is_ok();
             std::future::ready(sent)
         };
         let Some(result) = registry
@@ -103,16 +103,39 @@ pub async fn execute(
             return;
         };
         metrics.tool_call(&result);
-        let _ = out.send(StreamEvent::new(
-            "done",
-            json!({ "success": result.success }),
-        ));
+        let _ = out.send(Execution::End(End::Done {
+            success: result.success,
+        }));
     });
     let guard = AbortOnDrop(task);
     let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
         rx.recv().await.map(|e| (e, (rx, guard)))
     });
     Ok(sse::response(stream))
+}
+
+/// What executeTool's event stream sends: the call's events, then `done`
+/// saying whether it succeeded (the result is the `tool_result` before it).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Execution {
+    Tool(Box<ToolEvent>),
+    End(End),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum End {
+    Done { success: bool },
+}
+
+impl WireEvent for Execution {
+    fn name(&self) -> &str {
+        match self {
+            Execution::Tool(event) => event.name(),
+            Execution::End(End::Done { .. }) => "done",
+        }
+    }
 }
 
 /// Aborts a task when the response stream that owns it is dropped.

@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::convert::Infallible;
 
 use axum::http::HeaderValue;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use data_plane_runs::RunEvent;
+use data_plane_agent::{AgentEvent, FinishReason};
+use data_plane_registry::ToolEvent;
+use data_plane_runs::{Done, DoneReason, Event, RunEvent, to_json};
 use futures::{Stream, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::sse::HEARTBEAT;
 
@@ -67,24 +69,41 @@ impl Translator {
     }
 
     /// The chunks one event becomes.
-    pub fn push(&mut self, kind: &str, data: &Value) -> Vec<Value> {
+    pub fn push(&mut self, event: &Event) -> Vec<Value> {
         let mut out = Vec::new();
-        match kind {
-            "run" => {
+        match event {
+            Event::Run {
+                run_id,
+                conversation_id,
+            } => {
                 let mut start = json!({
                     "type": "start",
                     "messageMetadata": {
-                        "runId": s(data, "run_id"),
-                        "conversationId": s(data, "conversation_id"),
+                        "runId": run_id,
+                        "conversationId": conversation_id,
                     },
                 });
                 if !self.continuing {
-                    start["messageId"] = json!(s(data, "run_id"));
+                    start["messageId"] = json!(run_id);
                 }
                 out.push(start);
             }
-            "text_delta" => {
-                self.step(&mut out, None);
+            Event::Agent(event) => self.agent(event, &mut out),
+            Event::Done(done) => self.finish(Some(done), &mut out),
+            Event::Error { message, .. } => self.fail(message, &mut out),
+            // A placeholder the recorder kept for a last event it could not
+            // store still ends the message.
+            Event::Stored { kind, .. } if kind == "done" => self.finish(None, &mut out),
+            Event::Stored { kind, .. } if kind == "error" => self.fail("", &mut out),
+            Event::Stored { .. } => {}
+        }
+        out
+    }
+
+    fn agent(&mut self, event: &AgentEvent, out: &mut Vec<Value>) {
+        match event {
+            AgentEvent::TextDelta { text } => {
+                self.step(out, None);
                 let id = match &self.text {
                     Some(id) => id.clone(),
                     None => {
@@ -95,132 +114,151 @@ impl Translator {
                         id
                     }
                 };
-                out.push(json!({"type": "text-delta", "id": id, "delta": s(data, "text")}));
+                out.push(json!({"type": "text-delta", "id": id, "delta": text}));
             }
-            "tool_call" => {
-                let call = s(data, "call_id").to_string();
-                let name = s(data, "name");
-                if call.is_empty() {
-                    return out;
+            AgentEvent::ToolCallDelta {
+                call_id,
+                name,
+                arguments_delta,
+                ..
+            } => {
+                if call_id.is_empty() {
+                    return;
                 }
-                self.step(&mut out, Some(&call));
-                self.close_text(&mut out);
-                if data.get("partial") == Some(&Value::Bool(true)) {
-                    if self.inputs_started.insert(call.clone()) {
-                        out.push(json!({
-                            "type": "tool-input-start", "toolCallId": call,
-                            "toolName": name, "dynamic": true,
-                        }));
-                    }
+                self.step(out, Some(call_id));
+                self.close_text(out);
+                if self.inputs_started.insert(call_id.clone()) {
                     out.push(json!({
-                        "type": "tool-input-delta", "toolCallId": call,
-                        "inputTextDelta": s(data, "arguments_delta"),
-                    }));
-                } else if self.inputs_available.insert(call.clone()) {
-                    out.push(json!({
-                        "type": "tool-input-available", "toolCallId": call, "toolName": name,
-                        "input": data.get("arguments").cloned().unwrap_or(json!({})),
-                        "dynamic": true,
+                        "type": "tool-input-start", "toolCallId": call_id,
+                        "toolName": name, "dynamic": true,
                     }));
                 }
+                out.push(json!({
+                    "type": "tool-input-delta", "toolCallId": call_id,
+                    "inputTextDelta": arguments_delta,
+                }));
             }
-            "approval_request" | "approval_result" if data.get("parent_call_id").is_some() => {
-                out.extend(self.subagent(kind, data));
+            AgentEvent::Tool(ToolEvent::ToolCall {
+                call_id,
+                name,
+                arguments,
+            }) => {
+                if call_id.is_empty() {
+                    return;
+                }
+                self.step(out, Some(call_id));
+                self.close_text(out);
+                if self.inputs_available.insert(call_id.clone()) {
+                    out.push(json!({
+                        "type": "tool-input-available", "toolCallId": call_id, "toolName": name,
+                        "input": arguments, "dynamic": true,
+                    }));
+                }
             }
-            "approval_request" => out.push(json!({
+            AgentEvent::Tool(
+                event @ (ToolEvent::ApprovalRequest {
+                    parent_call_id: Some(_),
+                    ..
+                }
+                | ToolEvent::ApprovalResult {
+                    parent_call_id: Some(_),
+                    ..
+                }),
+            ) => out.extend(self.subagent(event)),
+            AgentEvent::Tool(ToolEvent::ApprovalRequest { call_id, .. }) => out.push(json!({
                 "type": "tool-approval-request",
-                "approvalId": s(data, "call_id"),
-                "toolCallId": s(data, "call_id"),
+                "approvalId": call_id,
+                "toolCallId": call_id,
             })),
             // Approved: the call's output follows.
-            "approval_result" if data.get("approved") != Some(&Value::Bool(true)) => {
-                let call = s(data, "call_id").to_string();
-                out.push(json!({"type": "tool-output-denied", "toolCallId": call}));
-                self.denied.insert(call);
+            AgentEvent::Tool(ToolEvent::ApprovalResult { approved: true, .. }) => {}
+            AgentEvent::Tool(ToolEvent::ApprovalResult { call_id, .. }) => {
+                out.push(json!({"type": "tool-output-denied", "toolCallId": call_id}));
+                self.denied.insert(call_id.clone());
             }
-            "tool_result" => {
+            AgentEvent::Tool(ToolEvent::ToolResult {
+                call_id, result, ..
+            }) => {
                 self.after_results = true;
-                let call = s(data, "call_id");
-                if self.denied.contains(call) {
-                    return out;
+                if self.denied.contains(call_id) {
+                    return;
                 }
-                let result = data.get("result").cloned().unwrap_or(Value::Null);
-                if result.get("success") == Some(&Value::Bool(true)) {
+                if result.success {
                     out.push(json!({
-                        "type": "tool-output-available", "toolCallId": call,
-                        "output": result.get("data").cloned().unwrap_or(Value::Null),
-                        "dynamic": true,
+                        "type": "tool-output-available", "toolCallId": call_id,
+                        "output": result.data, "dynamic": true,
                     }));
                 } else {
                     let message = result
-                        .pointer("/error/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the tool failed");
+                        .error
+                        .as_ref()
+                        .map_or("the tool failed", |e| e.message.as_str());
                     out.push(json!({
-                        "type": "tool-output-error", "toolCallId": call,
+                        "type": "tool-output-error", "toolCallId": call_id,
                         "errorText": message, "dynamic": true,
                     }));
                 }
             }
-            k if k.starts_with("subagent_") => out.extend(self.subagent(kind, data)),
+            AgentEvent::Tool(
+                event @ (ToolEvent::SubagentStart { .. }
+                | ToolEvent::SubagentChunk { .. }
+                | ToolEvent::SubagentToolCall { .. }
+                | ToolEvent::SubagentToolResult { .. }
+                | ToolEvent::SubagentEnd { .. }),
+            ) => out.extend(self.subagent(event)),
             // A cited passage: a source part (the SDK's `source-document`),
             // numbered as the answer cites it, the span in its metadata.
-            "citation" => {
-                let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-                let path = s(data, "path");
-                let title = match data.get("title").and_then(Value::as_str) {
-                    Some(title) if !title.is_empty() => format!("{path} — {title}"),
-                    _ => path.to_string(),
+            AgentEvent::Citation(c) => {
+                let title = match c.title.as_deref() {
+                    Some(title) if !title.is_empty() => format!("{} — {title}", c.path),
+                    _ => c.path.clone(),
                 };
                 out.push(json!({
                     "type": "source-document",
-                    "sourceId": index.to_string(),
+                    "sourceId": c.index.to_string(),
                     "mediaType": "text/plain",
                     "title": title,
-                    "filename": path,
+                    "filename": c.path,
                     "providerMetadata": {"dataPlane": {
-                        "index": index,
-                        "documentId": s(data, "document_id"),
-                        "path": path,
-                        "charStart": data.get("char_start"),
-                        "charEnd": data.get("char_end"),
-                        "text": s(data, "text"),
-                        "tool": s(data, "tool"),
-                        "callId": s(data, "call_id"),
+                        "index": c.index,
+                        "documentId": c.document_id,
+                        "path": c.path,
+                        "charStart": c.char_start,
+                        "charEnd": c.char_end,
+                        "text": c.text,
+                        "tool": c.tool,
+                        "callId": c.call_id,
                     }},
                 }));
             }
-            "done" => {
-                self.close_text(&mut out);
-                self.close_step(&mut out);
-                let reason = s(data, "reason");
-                if reason == "stopped" || reason == "abandoned" {
-                    out.push(json!({"type": "abort", "reason": reason}));
-                }
-                let finish = match reason {
-                    "stop" => "stop",
-                    "length" => "length",
-                    _ => "other",
-                };
-                let mut metadata = Map::new();
-                for key in ["reason", "steps", "usage"] {
-                    if let Some(v) = data.get(key) {
-                        metadata.insert(key.into(), v.clone());
-                    }
-                }
-                out.push(json!({
-                    "type": "finish", "finishReason": finish, "messageMetadata": metadata,
-                }));
-            }
-            "error" => {
-                self.close_text(&mut out);
-                self.close_step(&mut out);
-                out.push(json!({"type": "error", "errorText": s(data, "message")}));
-                out.push(json!({"type": "finish", "finishReason": "error"}));
-            }
-            _ => {}
         }
-        out
+    }
+
+    /// The run ended without an error (`done`; `None` for a placeholder
+    /// that says nothing more).
+    fn finish(&mut self, done: Option<&Done>, out: &mut Vec<Value>) {
+        self.close_text(out);
+        self.close_step(out);
+        let reason = done.map(|d| d.reason);
+        if let Some(reason @ (DoneReason::Stopped | DoneReason::Abandoned)) = reason {
+            out.push(json!({"type": "abort", "reason": reason}));
+        }
+        let finish = match reason {
+            Some(DoneReason::Finished(FinishReason::Stop)) => "stop",
+            Some(DoneReason::Finished(FinishReason::Length)) => "length",
+            _ => "other",
+        };
+        let metadata = done.map_or_else(|| json!({}), |d| json!(d));
+        out.push(json!({
+            "type": "finish", "finishReason": finish, "messageMetadata": metadata,
+        }));
+    }
+
+    fn fail(&mut self, message: &str, out: &mut Vec<Value>) {
+        self.close_text(out);
+        self.close_step(out);
+        out.push(json!({"type": "error", "errorText": message}));
+        out.push(json!({"type": "finish", "finishReason": "error"}));
     }
 
     /// Opens a step when none is open, or the next one when results came
@@ -260,47 +298,76 @@ impl Translator {
 
     /// A sub-agent's progress as one data part per parent call, sent whole
     /// each time it changes (the SDK replaces a data part of the same id).
-    fn subagent(&mut self, kind: &str, data: &Value) -> Vec<Value> {
-        let parent = s(data, "parent_call_id").to_string();
+    fn subagent(&mut self, event: &ToolEvent) -> Vec<Value> {
+        let parent = match event {
+            ToolEvent::SubagentStart { parent_call_id, .. }
+            | ToolEvent::SubagentChunk { parent_call_id, .. }
+            | ToolEvent::SubagentToolCall { parent_call_id, .. }
+            | ToolEvent::SubagentToolResult { parent_call_id, .. }
+            | ToolEvent::SubagentEnd { parent_call_id, .. }
+            | ToolEvent::ApprovalRequest {
+                parent_call_id: Some(parent_call_id),
+                ..
+            }
+            | ToolEvent::ApprovalResult {
+                parent_call_id: Some(parent_call_id),
+                ..
+            } => parent_call_id.clone(),
+            _ => return Vec::new(),
+        };
         let state = self.subagents.entry(parent.clone()).or_insert_with(
             || json!({"parentCallId": parent, "task": "", "text": "", "calls": [], "done": false}),
         );
-        match kind {
-            "subagent_start" => state["task"] = json!(s(data, "task")),
-            "subagent_chunk" => {
-                let text = format!("{}{}", s(state, "text"), s(data, "text"));
+        match event {
+            ToolEvent::SubagentStart { task, .. } => state["task"] = json!(task),
+            ToolEvent::SubagentChunk { text, .. } => {
+                let text = format!("{}{text}", s(state, "text"));
                 state["text"] = json!(text);
             }
-            "subagent_tool_call" => {
+            ToolEvent::SubagentToolCall {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => {
                 if let Some(calls) = state["calls"].as_array_mut() {
-                    calls.push(json!({
-                        "callId": s(data, "call_id"),
-                        "name": s(data, "name"),
-                        "arguments": data.get("arguments").cloned().unwrap_or(Value::Null),
-                    }));
+                    calls.push(json!({"callId": call_id, "name": name, "arguments": arguments}));
                 }
             }
-            "subagent_tool_result" | "approval_request" | "approval_result" => {
-                let id = s(data, "call_id");
-                let entry = state["calls"]
-                    .as_array_mut()
-                    .and_then(|calls| calls.iter_mut().rev().find(|c| c["callId"] == id));
-                if let Some(entry) = entry {
-                    match kind {
-                        "subagent_tool_result" => entry["result"] = data["result"].clone(),
-                        "approval_request" => entry["approval"] = json!("requested"),
-                        _ => entry["approval"] = data["status"].clone(),
-                    }
+            ToolEvent::SubagentToolResult {
+                call_id, result, ..
+            } => {
+                if let Some(entry) = find_call(state, call_id) {
+                    entry["result"] = json!(result);
                 }
             }
-            "subagent_end" => {
+            ToolEvent::ApprovalRequest { call_id, .. } => {
+                if let Some(entry) = find_call(state, call_id) {
+                    entry["approval"] = json!("requested");
+                }
+            }
+            ToolEvent::ApprovalResult {
+                call_id, status, ..
+            } => {
+                if let Some(entry) = find_call(state, call_id) {
+                    entry["approval"] = json!(status);
+                }
+            }
+            ToolEvent::SubagentEnd { summary, .. } => {
                 state["done"] = json!(true);
-                state["summary"] = json!(s(data, "summary"));
+                state["summary"] = json!(summary);
             }
-            _ => return Vec::new(),
+            ToolEvent::ToolCall { .. } | ToolEvent::ToolResult { .. } => return Vec::new(),
         }
         vec![json!({"type": "data-subagent", "id": parent, "data": state.clone()})]
     }
+}
+
+/// The latest entry of a sub-agent's calls with `id`.
+fn find_call<'a>(state: &'a mut Value, id: &str) -> Option<&'a mut Value> {
+    state["calls"]
+        .as_array_mut()
+        .and_then(|calls| calls.iter_mut().rev().find(|c| c["callId"] == id))
 }
 
 /// A run's events as the UI message stream, the chunks of events numbered
@@ -316,18 +383,22 @@ where
     let mut translator = Translator::new(continuing);
     let chunks = events
         .flat_map(move |e| {
-            let chunks = translator.push(&e.kind, &e.data);
+            let chunks = translator.push(&e.event);
             let last = e.is_last();
-            let mut out: Vec<Event> = if e.seq > after {
+            let mut out: Vec<sse::Event> = if e.seq > after {
                 chunks
                     .into_iter()
-                    .map(|c| Event::default().id(e.seq.to_string()).data(c.to_string()))
+                    .map(|c| {
+                        sse::Event::default()
+                            .id(e.seq.to_string())
+                            .data(to_json(&c))
+                    })
                     .collect()
             } else {
                 Vec::new()
             };
             if last {
-                out.push(Event::default().data("[DONE]"));
+                out.push(sse::Event::default().data("[DONE]"));
             }
             futures::stream::iter(out)
         })
@@ -505,43 +576,96 @@ mod tests {
         assert_eq!(e, "messages[0].role: \"tool\" cannot hold parts");
     }
 
+    fn run() -> Event {
+        Event::Run {
+            run_id: uuid::Uuid::nil(),
+            conversation_id: uuid::Uuid::max(),
+        }
+    }
+
+    fn tool(event: ToolEvent) -> Event {
+        Event::Agent(AgentEvent::Tool(event))
+    }
+
+    fn call(id: &str, name: &str) -> Event {
+        tool(ToolEvent::ToolCall {
+            call_id: id.into(),
+            name: name.into(),
+            arguments: json!({}),
+        })
+    }
+
+    fn partial(id: &str, name: &str) -> Event {
+        Event::Agent(AgentEvent::ToolCallDelta {
+            call_id: id.into(),
+            index: 0,
+            name: name.into(),
+            arguments_delta: "{".into(),
+        })
+    }
+
+    fn result(id: &str, success: bool) -> Event {
+        let result = if success {
+            data_plane_registry::ToolResult::ok("x", id, json!({}), 1)
+        } else {
+            let error = data_plane_registry::ToolError::new(
+                data_plane_registry::ErrorCode::ApprovalRequired,
+                "no",
+            );
+            data_plane_registry::ToolResult::failed("x", id, &error, 1)
+        };
+        tool(ToolEvent::ToolResult {
+            call_id: id.into(),
+            name: "x".into(),
+            result,
+        })
+    }
+
     #[test]
     fn a_denied_call_ends_as_denied_and_a_sub_agent_is_one_data_part() {
         let mut t = Translator::default();
         let mut chunks = Vec::new();
-        for (kind, data) in [
-            ("run", json!({"run_id": "r", "conversation_id": "c"})),
-            (
-                "tool_call",
-                json!({"call_id": "c1", "name": "fetch_web_page", "arguments": {"url": "u"}, "partial": false}),
-            ),
-            (
-                "approval_request",
-                json!({"call_id": "c1", "tool": "fetch_web_page"}),
-            ),
-            (
-                "approval_result",
-                json!({"call_id": "c1", "approved": false, "status": "denied"}),
-            ),
-            (
-                "tool_result",
-                json!({"call_id": "c1", "result": {"success": false, "error": {"message": "no"}}}),
-            ),
-            (
-                "subagent_start",
-                json!({"parent_call_id": "c2", "task": "t"}),
-            ),
-            (
-                "subagent_chunk",
-                json!({"parent_call_id": "c2", "text": "a"}),
-            ),
-            (
-                "subagent_chunk",
-                json!({"parent_call_id": "c2", "text": "b"}),
-            ),
-            ("done", json!({"reason": "stopped"})),
+        for event in [
+            run(),
+            call("c1", "fetch_web_page"),
+            tool(ToolEvent::ApprovalRequest {
+                call_id: "c1".into(),
+                tool: "fetch_web_page".into(),
+                arguments: json!({}),
+                annotations: json!({}),
+                why: "open_world".into(),
+                expires_at: String::new(),
+                parent_call_id: None,
+            }),
+            tool(ToolEvent::ApprovalResult {
+                call_id: "c1".into(),
+                tool: "fetch_web_page".into(),
+                approved: false,
+                status: "denied".into(),
+                remember: false,
+                reason: None,
+                parent_call_id: None,
+            }),
+            result("c1", false),
+            tool(ToolEvent::SubagentStart {
+                parent_call_id: "c2".into(),
+                task: "t".into(),
+            }),
+            tool(ToolEvent::SubagentChunk {
+                parent_call_id: "c2".into(),
+                text: "a".into(),
+            }),
+            tool(ToolEvent::SubagentChunk {
+                parent_call_id: "c2".into(),
+                text: "b".into(),
+            }),
+            Event::Done(Done {
+                reason: DoneReason::Stopped,
+                steps: None,
+                usage: None,
+            }),
         ] {
-            chunks.extend(t.push(kind, &data));
+            chunks.extend(t.push(&event));
         }
         let types: Vec<&str> = chunks.iter().map(|c| s(c, "type")).collect();
         assert_eq!(
@@ -569,32 +693,16 @@ mod tests {
     fn calls_of_one_step_run_one_after_another_stay_in_that_step() {
         let mut t = Translator::default();
         let mut chunks = Vec::new();
-        let result = json!({"success": true, "data": {}});
-        for (kind, data) in [
-            (
-                "tool_call",
-                json!({"call_id": "a", "name": "x", "arguments_delta": "{", "partial": true}),
-            ),
-            (
-                "tool_call",
-                json!({"call_id": "b", "name": "y", "arguments_delta": "{", "partial": true}),
-            ),
-            (
-                "tool_call",
-                json!({"call_id": "a", "name": "x", "arguments": {}, "partial": false}),
-            ),
-            ("tool_result", json!({"call_id": "a", "result": result})),
-            (
-                "tool_call",
-                json!({"call_id": "b", "name": "y", "arguments": {}, "partial": false}),
-            ),
-            ("tool_result", json!({"call_id": "b", "result": result})),
-            (
-                "tool_call",
-                json!({"call_id": "c", "name": "x", "arguments": {}, "partial": false}),
-            ),
+        for event in [
+            partial("a", "x"),
+            partial("b", "y"),
+            call("a", "x"),
+            result("a", true),
+            call("b", "y"),
+            result("b", true),
+            call("c", "x"),
         ] {
-            chunks.extend(t.push(kind, &data));
+            chunks.extend(t.push(&event));
         }
         let types: Vec<&str> = chunks.iter().map(|c| s(c, "type")).collect();
         assert_eq!(
@@ -619,13 +727,12 @@ mod tests {
 
     #[test]
     fn a_continued_message_keeps_the_clients_id() {
-        let run = json!({"run_id": "r", "conversation_id": "c"});
         assert_eq!(
-            Translator::new(false).push("run", &run)[0]["messageId"],
-            "r"
+            Translator::new(false).push(&run())[0]["messageId"],
+            uuid::Uuid::nil().to_string()
         );
         assert!(
-            Translator::new(true).push("run", &run)[0]
+            Translator::new(true).push(&run())[0]
                 .get("messageId")
                 .is_none()
         );
