@@ -240,7 +240,8 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
             global.limits.chat_turns_per_minute,
         )
         .with_extract_limits(global.extract_limits()?)
-        .with_runs(global.runs.runs_config()?);
+        .with_runs(global.runs.runs_config()?)
+        .with_allowed_origins(global.allowed_origins()?);
     state.deployment.set_local_model(global.model.is_local());
     state.watch_embeddings();
     tracing::info!(

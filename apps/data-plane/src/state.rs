@@ -19,6 +19,7 @@ use data_plane_web::search::WebSearch;
 use crate::access::Identities;
 use crate::auth::{JwtKeys, ServiceTokens};
 use crate::chat_limits::ChatLimiter;
+use crate::config::LOOPBACK_ORIGINS;
 use crate::metrics::Metrics;
 use crate::settings_cache::SettingsCache;
 
@@ -48,6 +49,8 @@ pub struct AppState {
     pub runs: Runs,
     /// The run-time settings, held under a lease.
     pub settings_cache: Arc<SettingsCache>,
+    /// Browser origins `/mcp` answers; `None`: any (docs/mcp.md).
+    pub allowed_origins: Option<Arc<[String]>>,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -128,6 +131,7 @@ impl AppState {
         settings_cache.start(settings_from);
         let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
         Ok(AppState {
+            allowed_origins: Some(LOOPBACK_ORIGINS.map(String::from).into()),
             modules,
             runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,
@@ -184,6 +188,12 @@ impl AppState {
     /// Uses the remote modules of `config`, their tools installed in this
     /// state's registry (so after [`AppState::with_gate`]); discovery
     /// starts with [`Modules::start`].
+    /// Answers `/mcp` only for pages of these origins (`None`: any).
+    pub fn with_allowed_origins(mut self, origins: Option<Vec<String>>) -> AppState {
+        self.allowed_origins = origins.map(Into::into);
+        self
+    }
+
     pub fn with_modules(mut self, config: ModulesConfig) -> AppState {
         self.modules = Modules::new(config, self.registry.clone(), self.db.clone());
         self

@@ -203,3 +203,82 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
     assert_eq!(got["after_cancel"]["isError"], false);
     assert_eq!(model.requests().len(), 3, "nothing asked after the cancel");
 }
+
+/// A browser page of an origin the deployment did not allow (a foreign
+/// site, or a name rebound to this server) is refused 403 before the
+/// protocol reads its request; a program (no `Origin`) and the allowed
+/// pages are answered. Unset, the allowed origins are this machine's; `*`
+/// allows any.
+#[tokio::test]
+async fn a_page_of_an_origin_not_allowed_is_refused() {
+    let server = common::start().await;
+    let token = server.token("origins@example.com").await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "origin-test", "version": "1"},
+        },
+    });
+    let http = reqwest::Client::new();
+    let status = |base: String, origin: Option<&'static str>| {
+        let mut request = http
+            .post(format!("{base}/mcp"))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+            if origin.contains("evil") {
+                request = request.header("host", "evil.example.com");
+            }
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let base = server.base.clone();
+    assert_eq!(
+        status(base.clone(), Some("http://evil.example.com")).await,
+        403
+    );
+    assert_eq!(status(base.clone(), Some("null")).await, 403);
+    assert_eq!(status(base.clone(), None).await, 200);
+    assert_eq!(
+        status(base.clone(), Some("http://localhost:5173")).await,
+        200
+    );
+    assert_eq!(status(base.clone(), Some("http://127.0.0.1:9")).await, 200);
+
+    let state = |origins: Option<Vec<String>>| {
+        common::state(
+            server.test.db.clone(),
+            common::embedder(),
+            server.jwt.clone(),
+        )
+        .with_allowed_origins(origins)
+    };
+    let listed = common::serve(state(Some(vec!["https://app.example.com:443".into()]))).await;
+    assert_eq!(
+        status(listed.clone(), Some("https://app.example.com")).await,
+        200
+    );
+    assert_eq!(
+        status(listed.clone(), Some("https://app.example.com:443")).await,
+        200
+    );
+    assert_eq!(
+        status(listed.clone(), Some("https://app.example.com:8443")).await,
+        403
+    );
+    assert_eq!(
+        status(listed.clone(), Some("http://app.example.com")).await,
+        403
+    );
+    assert_eq!(
+        status(listed.clone(), Some("http://localhost:5173")).await,
+        403
+    );
+    assert_eq!(status(listed, None).await, 200);
+    let any = common::serve(state(None)).await;
+    assert_eq!(status(any, Some("http://evil.example.com")).await, 200);
+}

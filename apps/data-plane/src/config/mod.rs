@@ -7,6 +7,7 @@ mod limits;
 mod logging;
 mod model;
 mod modules;
+mod origins;
 mod runs;
 mod secrets;
 mod web_search;
@@ -17,6 +18,7 @@ pub use limits::{ExtractArgs, FetchArgs, LimitArgs};
 pub use logging::{LogColor, LogFormat, init_tracing};
 pub use model::{ModelArgs, is_local_url};
 pub use modules::ModuleArgs;
+pub use origins::LOOPBACK_ORIGINS;
 pub use runs::RunArgs;
 pub use secrets::jwt_secret;
 pub use web_search::WebSearchArgs;
@@ -80,6 +82,18 @@ pub struct GlobalArgs {
     #[arg(long, env = "DATA_PLANE_LOG_COLOR", global = true, value_enum, default_value_t = LogColor::Auto)]
     pub log_color: LogColor,
 
+    /// Browser origins that may call /mcp, comma-separated
+    /// (`https://app.example.com`, `http://localhost:*` for any port,
+    /// `null`); a request with another `Origin` is refused 403, one without
+    /// passes. Unset: this machine's origins; `*`: any.
+    #[arg(
+        long,
+        env = "DATA_PLANE_ALLOWED_ORIGINS",
+        global = true,
+        default_value = ""
+    )]
+    pub allowed_origins: String,
+
     #[command(flatten)]
     pub embedding: EmbeddingArgs,
 
@@ -109,6 +123,12 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
+    /// The browser origins `/mcp` answers (`None`: any); a malformed entry
+    /// stops start-up, naming it.
+    pub fn allowed_origins(&self) -> anyhow::Result<Option<Vec<String>>> {
+        origins::allowed_origins(&self.allowed_origins)
+    }
+
     pub fn index_dir(&self) -> PathBuf {
         self.data_dir.join("index")
     }

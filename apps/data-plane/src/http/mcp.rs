@@ -49,11 +49,20 @@ const SPACE_HEADER: &str = "x-space-id";
 
 /// The `/mcp` service. Stateless (any replica answers any request) and
 /// answering with an event stream, so that progress notifications reach the
-/// client before the result. The transport's Host check is off: every
+/// client before the result. A request from a browser page of an origin the
+/// deployment did not allow is refused 403 by the transport, as the
+/// protocol requires (the check is the SDK's; a request without `Origin`,
+/// from a program, passes). The transport's Host check is off: every
 /// request carries a bearer token, which a page rebinding a name to this
 /// server cannot attach, and the deployment's own names are not known here.
 pub fn service(state: AppState) -> StreamableHttpService<McpServer, NeverSessionManager> {
-    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    let mut config = match &state.allowed_origins {
+        Some(origins) => config
+            .with_allowed_origins(origins.iter().cloned())
+            .enforce_origin_validation(),
+        None => config.disable_allowed_origins(),
+    };
     config.legacy_session_mode = false;
     config.json_response = false;
     config.max_request_body_bytes = super::MAX_BODY_BYTES;
