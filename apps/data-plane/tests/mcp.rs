@@ -4,7 +4,9 @@
 //! refusal without a token, initialize, the tool list with titles and
 //! annotations, a call, a call with bad arguments (an `isError` result),
 //! analyze_document's sub-agent as progress notifications, and a
-//! cancelled call whose sub-agent's model request is closed.
+//! cancelled call whose sub-agent's model request is closed; and, with
+//! JSON-RPC written by hand, documents as resources (listed, read, and
+//! never across spaces) and the refusal of browser origins not allowed.
 
 // Test helpers report failure by panicking, like the tests that call them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -281,4 +283,136 @@ async fn a_page_of_an_origin_not_allowed_is_refused() {
     assert_eq!(status(listed, None).await, 200);
     let any = common::serve(state(None)).await;
     assert_eq!(status(any, Some("http://evil.example.com")).await, 200);
+}
+
+/// One JSON-RPC request to `/mcp{query}` and its answer, read from the
+/// event stream the endpoint answers with.
+async fn rpc(base: &str, token: &str, query: &str, method: &str, params: Value) -> Value {
+    let body = reqwest::Client::new()
+        .post(format!("{base}/mcp{query}"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to {method} in {body:?}"))
+}
+
+/// Documents are resources: listed for the endpoint's space, read by URI
+/// with the caller's row-level security; another space's document neither
+/// lists nor reads, whatever the URI says.
+#[tokio::test]
+async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
+    let model = FakeModel::start().await;
+    let server = common::guide_server("resources@example.com", model.base_url(), false).await;
+    let (base, token) = (&server.base, &server.token);
+    let in_space = format!("?spaceId={}", server.space);
+    // A space of someone else, with a document of its own.
+    let stranger = {
+        use data_plane_store::identity::{self, Permission};
+        let mut tx = server
+            .test
+            .db
+            .begin(data_plane_store::Scope::System)
+            .await
+            .unwrap();
+        let user = identity::upsert_user(&mut tx, "owner@example.com", Some(Permission::User))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        user.id
+    };
+    let (other_space, other_doc) =
+        common::space_with_guide(&server.test.db, "private", &[stranger]).await;
+
+    let init = rpc(
+        base,
+        token,
+        &in_space,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "resources-test", "version": "1"}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+
+    let listed = rpc(base, token, &in_space, "resources/list", json!({})).await;
+    let resources = listed["result"]["resources"].as_array().unwrap().clone();
+    let uri = format!(
+        "data-plane://spaces/{}/documents/{}",
+        server.space, server.doc
+    );
+    assert_eq!(resources.len(), 1, "{listed}");
+    assert_eq!(resources[0]["uri"], uri.as_str());
+    assert_eq!(resources[0]["name"], "guides/vacuum.md");
+    assert_eq!(resources[0]["mimeType"], "text/plain");
+    assert!(resources[0]["size"].as_u64().unwrap() > 0);
+    assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
+    // Without a space, nothing is listed (tools that need one are not either).
+    let none = rpc(base, token, "", "resources/list", json!({})).await;
+    assert_eq!(none["result"]["resources"], json!([]));
+
+    let read = rpc(
+        base,
+        token,
+        &in_space,
+        "resources/read",
+        json!({"uri": uri}),
+    )
+    .await;
+    let contents = &read["result"]["contents"][0];
+    assert_eq!(contents["uri"], uri.as_str());
+    assert_eq!(contents["mimeType"], "text/plain");
+    let text = contents["text"].as_str().unwrap();
+    assert!(text.contains("VACUUM"), "{text}");
+    assert_eq!(
+        resources[0]["size"].as_u64().unwrap(),
+        text.len() as u64,
+        "the size listed is the size read"
+    );
+
+    // Another space's document: not listed, not read, by any door.
+    let theirs = format!("data-plane://spaces/{other_space}/documents/{other_doc}");
+    for query in [in_space.as_str(), ""] {
+        let refused = rpc(base, token, query, "resources/read", json!({"uri": theirs})).await;
+        assert_eq!(refused["error"]["code"], -32002, "{refused}");
+        assert!(refused.get("result").is_none());
+    }
+    let listing = rpc(
+        base,
+        token,
+        &format!("?spaceId={other_space}"),
+        "resources/list",
+        json!({}),
+    )
+    .await;
+    assert!(listing["error"].is_object(), "{listing}");
+    // A document of the caller's named with the other space is not found.
+    let mixed = format!("data-plane://spaces/{other_space}/documents/{}", server.doc);
+    let refused = rpc(base, token, "", "resources/read", json!({"uri": mixed})).await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+
+    for (method, params) in [
+        ("resources/read", json!({"uri": "file:///etc/passwd"})),
+        (
+            "resources/read",
+            json!({"uri": "data-plane://spaces/x/documents/y"}),
+        ),
+        ("resources/list", json!({"cursor": "not-a-cursor"})),
+    ] {
+        let refused = rpc(base, token, &in_space, method, params).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    }
 }

@@ -412,6 +412,72 @@ pub async fn list_documents(
     .await?)
 }
 
+/// A document as a listing of readable documents shows it (MCP's resources).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct DocumentEntry {
+    pub id: Uuid,
+    pub space_id: Uuid,
+    pub path: String,
+    pub title: Option<String>,
+    /// Bytes of the extracted text (read from the value's header, not by
+    /// reading the text).
+    pub text_bytes: i64,
+}
+
+/// Up to `limit` documents of a space that `tx`'s scope may read, in
+/// (path, id) order, starting after `after` (the last one of the page
+/// before): a page stays right while documents come and go.
+pub async fn document_entries(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    after: Option<(&str, Uuid)>,
+    limit: i64,
+) -> Result<Vec<DocumentEntry>, StoreError> {
+    let (after_path, after_id) = after.unzip();
+    Ok(sqlx::query_as::<_, DocumentEntry>(
+        "SELECT id, space_id, path, title, octet_length(content)::bigint AS text_bytes
+           FROM documents
+          WHERE space_id = $1 AND ($2::text IS NULL OR (path, id) > ($2, $3::uuid))
+          ORDER BY path, id LIMIT $4",
+    )
+    .bind(space_id)
+    .bind(after_path)
+    .bind(after_id)
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// A document's extracted text as far as `max_chars` characters, with its
+/// path, title and length in characters; `None` when `tx`'s scope cannot
+/// read it or it is not in `space_id`.
+pub async fn document_text(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    id: Uuid,
+    max_chars: i64,
+) -> Result<Option<DocumentText>, StoreError> {
+    Ok(sqlx::query_as::<_, DocumentText>(
+        "SELECT path, title, char_length(content)::bigint AS total_chars,
+                substr(content, 1, $3::bigint::int) AS text
+           FROM documents WHERE id = $1 AND space_id = $2",
+    )
+    .bind(id)
+    .bind(space_id)
+    .bind(max_chars.clamp(0, i64::from(i32::MAX)))
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// What [`document_text`] answers.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct DocumentText {
+    pub path: String,
+    pub title: Option<String>,
+    pub total_chars: i64,
+    pub text: String,
+}
+
 /// A chunk as the keyword index needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IndexableChunk {

@@ -191,3 +191,78 @@ async fn the_embedding_dimension_is_checked_against_the_schema() {
         .to_string();
     assert!(err.contains("1536") && err.contains("vector(384)"), "{err}");
 }
+
+/// The listing clients page through (MCP's resources): (path, id) order,
+/// each page after the last one read, under the reader's row-level
+/// security; the text as far as asked, only in the space named.
+#[tokio::test]
+async fn documents_are_listed_page_by_page_and_read_only_where_the_reader_may() {
+    use data_plane_store::identity::{MembershipRole, Permission};
+    let test = TestDatabase::create().await;
+    let (space, source) = setup(&test.db).await;
+    let mut tx = test.db.begin(Scope::System).await.unwrap();
+    for path in ["b.txt", "a.txt", "c/d.txt"] {
+        content::write_document(&mut tx, &doc(space, source, path, "ünïcode text", 1))
+            .await
+            .unwrap();
+    }
+    let (other, _) = identity::ensure_space(&mut tx, "other").await.unwrap();
+    let member = identity::upsert_user(&mut tx, "reader@example.com", Some(Permission::User))
+        .await
+        .unwrap();
+    let stranger = identity::upsert_user(&mut tx, "stranger@example.com", Some(Permission::User))
+        .await
+        .unwrap();
+    identity::add_member(&mut tx, space, member.id, MembershipRole::Viewer)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = test.db.begin(Scope::User(member.id)).await.unwrap();
+    let first = content::document_entries(&mut tx, space, None, 2)
+        .await
+        .unwrap();
+    let paths: Vec<&str> = first.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt", "b.txt"]);
+    assert_eq!(first[0].text_bytes, "ünïcode text".len() as i64);
+    let last = &first[1];
+    let rest = content::document_entries(&mut tx, space, Some((&last.path, last.id)), 2)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].path, "c/d.txt");
+    let after = Some((rest[0].path.as_str(), rest[0].id));
+    assert!(
+        content::document_entries(&mut tx, space, after, 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let text = content::document_text(&mut tx, space, rest[0].id, 3)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((text.text.as_str(), text.total_chars), ("ünï", 12));
+    // Named with another space, the document is not found.
+    assert!(
+        content::document_text(&mut tx, other.id, rest[0].id, 3)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    tx.commit().await.unwrap();
+
+    let mut tx = test.db.begin(Scope::User(stranger.id)).await.unwrap();
+    assert!(
+        content::document_entries(&mut tx, space, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        content::document_text(&mut tx, space, rest[0].id, 100)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

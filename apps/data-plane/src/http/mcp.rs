@@ -19,12 +19,15 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use data_plane_registry::{Annotations, ToolContext, ToolEntry, ToolEvent};
+use data_plane_store::Scope;
+use data_plane_store::content::{self, DocumentEntry};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    InitializeResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -175,9 +178,105 @@ fn refused(e: ApiError) -> McpError {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    /// The documents of the endpoint's space the caller may read, a page
+    /// at a time in path order; without a space, none (as tools that need
+    /// one are not listed).
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let ctx = self.tool_context(&rq).await?;
+        let Some(space) = ctx.space_id else {
+            return Ok(ListResourcesResult::default());
+        };
+        let after = match request.and_then(|r| r.cursor) {
+            Some(cursor) => Some(read_cursor(&cursor)?),
+            None => None,
+        };
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(store_fault)?;
+        let after = after.as_ref().map(|(id, path)| (path.as_str(), *id));
+        let mut entries = content::document_entries(&mut tx, space, after, RESOURCES_PAGE + 1)
+            .await
+            .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let more = entries.len() > RESOURCES_PAGE as usize;
+        entries.truncate(RESOURCES_PAGE as usize);
+        let next = more
+            .then(|| entries.last().map(|d| format!("{}/{}", d.id, d.path)))
+            .flatten();
+        let mut result =
+            ListResourcesResult::with_all_items(entries.iter().map(resource).collect());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// A document's extracted text by its URI, read under the caller's
+    /// row-level security and, when the endpoint names a space, only in
+    /// that space (as read_document reads).
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let ctx = self.tool_context(&rq).await?;
+        let uri = request.uri;
+        let Some((space, id)) = document_of(&uri) else {
+            return Err(McpError::invalid_params(
+                format!("{uri:?} names no document: resources here are {DOCUMENT_URI}"),
+                None,
+            ));
+        };
+        let not_found = || {
+            McpError::resource_not_found(format!("no document {uri} that you may read here"), None)
+        };
+        if ctx.space_id.is_some_and(|named| named != space) {
+            return Err(not_found());
+        }
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(store_fault)?;
+        let found = content::document_text(&mut tx, space, id, RESOURCE_MAX_CHARS)
+            .await
+            .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let Some(doc) = found else {
+            return Err(not_found());
+        };
+        // A longer document is cut; its `_meta` says where, and
+        // read_document reads on from there.
+        let meta = (doc.total_chars > RESOURCE_MAX_CHARS).then(|| {
+            let mut meta = serde_json::Map::new();
+            meta.insert("truncated".into(), json!(true));
+            meta.insert("totalChars".into(), json!(doc.total_chars));
+            meta.insert("returnedChars".into(), json!(RESOURCE_MAX_CHARS));
+            MetaObject(meta)
+        });
+        let contents = ResourceContents::TextResourceContents {
+            uri,
+            mime_type: Some("text/plain".into()),
+            text: doc.text,
+            meta,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn list_tools(
@@ -261,6 +360,57 @@ fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// Documents per `resources/list` page.
+const RESOURCES_PAGE: i64 = 100;
+
+/// The most characters `resources/read` returns of one document.
+const RESOURCE_MAX_CHARS: i64 = 1_000_000;
+
+/// How a document is named as a resource.
+const DOCUMENT_URI: &str = "data-plane://spaces/{space_id}/documents/{document_id}";
+
+/// A document as a resource: its URI, its path as the name, its title
+/// (else the file's name), and the size of the text a read returns.
+fn resource(d: &DocumentEntry) -> Resource {
+    let title = d
+        .title
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| d.path.rsplit('/').next().unwrap_or(&d.path).to_string());
+    Resource::new(
+        format!("data-plane://spaces/{}/documents/{}", d.space_id, d.id),
+        d.path.clone(),
+    )
+    .with_title(title)
+    .with_mime_type("text/plain")
+    .with_size(u64::try_from(d.text_bytes).unwrap_or(0))
+}
+
+/// The space and document a resource URI names.
+fn document_of(uri: &str) -> Option<(Uuid, Uuid)> {
+    let (space, document) = uri
+        .strip_prefix("data-plane://spaces/")?
+        .split_once("/documents/")?;
+    Some((space.parse().ok()?, document.parse().ok()?))
+}
+
+/// A `resources/list` cursor: the last document of the page before, as
+/// `ID/PATH`.
+fn read_cursor(cursor: &str) -> Result<(Uuid, String), McpError> {
+    cursor
+        .split_once('/')
+        .and_then(|(id, path)| Some((id.parse().ok()?, path.to_string())))
+        .ok_or_else(|| {
+            McpError::invalid_params(format!("{cursor:?} is not a cursor this server gave"), None)
+        })
+}
+
+/// The database failed a read: the client cannot fix it.
+fn store_fault(e: data_plane_store::StoreError) -> McpError {
+    tracing::warn!(error = %e, "an MCP request could not read the database");
+    McpError::internal_error("the documents cannot be read now", None)
 }
 
 /// A ToolResult as MCP's CallToolResult: the data as structured content
