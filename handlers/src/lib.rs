@@ -33,6 +33,7 @@ use serde_json::Value;
 pub use deps::{Deps, ModelSettings, SubAgentLimits};
 pub use gate::{HttpGate, HttpGateError};
 pub use ledger::{LedgerOptions, PgLedger};
+pub use read_document::MAX_READ_CHARS;
 
 /// Every file of definitions/, embedded at build time.
 const DEFINITIONS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/definitions.rs"));

@@ -185,15 +185,15 @@ impl AppState {
         Ok(self)
     }
 
-    /// Uses the remote modules of `config`, their tools installed in this
-    /// state's registry (so after [`AppState::with_gate`]); discovery
-    /// starts with [`Modules::start`].
     /// Answers `/mcp` only for pages of these origins (`None`: any).
     pub fn with_allowed_origins(mut self, origins: Option<Vec<String>>) -> AppState {
         self.allowed_origins = origins.map(Into::into);
         self
     }
 
+    /// Uses the remote modules of `config`, their tools installed in this
+    /// state's registry (so after [`AppState::with_gate`]); discovery
+    /// starts with [`Modules::start`].
     pub fn with_modules(mut self, config: ModulesConfig) -> AppState {
         self.modules = Modules::new(config, self.registry.clone(), self.db.clone());
         self

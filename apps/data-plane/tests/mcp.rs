@@ -348,13 +348,43 @@ async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
         "{init}"
     );
 
+    // A document longer than one read returns.
+    let long = {
+        use data_plane_ingest::pipeline::{Pipeline, Target};
+        use data_plane_store::content::{self, SourceKind};
+        let db = &server.test.db;
+        let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+        let source = content::ensure_source(&mut tx, server.space, "notes", SourceKind::Files)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let body = "word ".repeat(5_000);
+        Pipeline::new(db.clone(), common::embedder())
+            .ingest_file(
+                data_plane_store::Scope::System,
+                Target {
+                    space_id: server.space,
+                    source_id: source.id,
+                },
+                "long.txt",
+                body.as_bytes(),
+            )
+            .await
+            .unwrap()
+            .document_id
+    };
+
     let listed = rpc(base, token, &in_space, "resources/list", json!({})).await;
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
     let uri = format!(
         "data-plane://spaces/{}/documents/{}",
         server.space, server.doc
     );
-    assert_eq!(resources.len(), 1, "{listed}");
+    let names: Vec<&str> = resources
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["guides/vacuum.md", "long.txt"], "{listed}");
     assert_eq!(resources[0]["uri"], uri.as_str());
     assert_eq!(resources[0]["name"], "guides/vacuum.md");
     assert_eq!(resources[0]["mimeType"], "text/plain");
@@ -382,6 +412,23 @@ async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
         text.len() as u64,
         "the size listed is the size read"
     );
+    assert!(contents.get("_meta").is_none(), "{read}");
+    // The long one: what one read_document call returns, and where it stopped.
+    let long_uri = format!("data-plane://spaces/{}/documents/{long}", server.space);
+    let read = rpc(
+        base,
+        token,
+        &in_space,
+        "resources/read",
+        json!({"uri": long_uri}),
+    )
+    .await;
+    let contents = &read["result"]["contents"][0];
+    assert_eq!(contents["text"].as_str().unwrap().chars().count(), 20_000);
+    let meta = &contents["_meta"];
+    assert_eq!(meta["truncated"], true, "{read}");
+    assert_eq!(meta["returnedChars"], 20_000);
+    assert!(meta["totalChars"].as_u64().unwrap() > 20_000, "{meta}");
 
     // Another space's document: not listed, not read, by any door.
     let theirs = format!("data-plane://spaces/{other_space}/documents/{other_doc}");

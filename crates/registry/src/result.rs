@@ -56,7 +56,13 @@ pub struct ToolResult {
     pub success: bool,
     pub tool: String,
     pub call_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `Some(null)` stays that when read back (a recorded event replays
+    /// as it was sent).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub data: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolFailure>,
@@ -69,6 +75,11 @@ pub struct ToolResult {
     /// retried once (docs/events.md, "One call, one id"). Left out when 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub attempts: u32,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 fn one() -> u32 {

@@ -448,36 +448,6 @@ pub async fn document_entries(
     .await?)
 }
 
-/// A document's extracted text as far as `max_chars` characters, with its
-/// path, title and length in characters; `None` when `tx`'s scope cannot
-/// read it or it is not in `space_id`.
-pub async fn document_text(
-    tx: &mut ScopedTx,
-    space_id: Uuid,
-    id: Uuid,
-    max_chars: i64,
-) -> Result<Option<DocumentText>, StoreError> {
-    Ok(sqlx::query_as::<_, DocumentText>(
-        "SELECT path, title, char_length(content)::bigint AS total_chars,
-                substr(content, 1, $3::bigint::int) AS text
-           FROM documents WHERE id = $1 AND space_id = $2",
-    )
-    .bind(id)
-    .bind(space_id)
-    .bind(max_chars.clamp(0, i64::from(i32::MAX)))
-    .fetch_optional(&mut **tx)
-    .await?)
-}
-
-/// What [`document_text`] answers.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct DocumentText {
-    pub path: String,
-    pub title: Option<String>,
-    pub total_chars: i64,
-    pub text: String,
-}
-
 /// A chunk as the keyword index needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IndexableChunk {

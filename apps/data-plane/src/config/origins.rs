@@ -56,13 +56,23 @@ fn origin(entry: &str) -> Result<String, &'static str> {
     if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
         return Err("an origin is a scheme, a host and a port, without a path, query or user");
     }
+    let any_port = entry.ends_with(":*");
     let base = entry.strip_suffix(":*").unwrap_or(&entry);
+    if base.contains('*') {
+        return Err("`*` stands only for the port (`:*`); hosts have no wildcards");
+    }
     let url = url::Url::parse(base).map_err(|_| "it does not parse as scheme://host[:port]")?;
     let Some(host) = url.host_str() else {
         return Err("it has no host");
     };
-    if entry.ends_with(":*") {
-        return Ok(entry);
+    // Written again from the parse: the host as the browser sends it
+    // (punycode, an IP address in its usual form), and the port.
+    if any_port {
+        let (_, last) = base.rsplit_once(':').unwrap_or_default();
+        if !last.is_empty() && last.chars().all(|c| c.is_ascii_digit()) {
+            return Err("it gives a port and `:*` both");
+        }
+        return Ok(format!("{scheme}://{host}:*"));
     }
     let port = url.port_or_known_default().ok_or("it has no port")?;
     Ok(format!("{scheme}://{host}:{port}"))
@@ -77,10 +87,14 @@ mod tests {
         let loopback = allowed_origins("").unwrap().unwrap();
         assert!(loopback.contains(&"http://localhost:*".to_string()));
         assert_eq!(
-            allowed_origins("http://[::1]:8080,http://Example.org")
+            allowed_origins("http://[::1]:8080,http://Example.org,https://bücher.example:*")
                 .unwrap()
                 .unwrap(),
-            ["http://[::1]:8080", "http://example.org:80"]
+            [
+                "http://[::1]:8080",
+                "http://example.org:80",
+                "https://xn--bcher-kva.example:*"
+            ]
         );
         assert!(allowed_origins(" * ").unwrap().is_none());
         assert_eq!(
@@ -103,6 +117,8 @@ mod tests {
             "https://user@app.example.com",
             "https://",
             "https://app.example.com:port",
+            "https://*.example.com",
+            "https://a.example:443:*",
             " , ",
         ] {
             let e = allowed_origins(bad).unwrap_err().to_string();

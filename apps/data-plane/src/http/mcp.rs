@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use data_plane_registry::{Annotations, ToolContext, ToolEntry, ToolEvent};
+use data_plane_registry::{Annotations, ErrorCode, NoCallbacks, ToolContext, ToolEntry, ToolEvent};
 use data_plane_store::Scope;
 use data_plane_store::content::{self, DocumentEntry};
 use rmcp::ErrorData as McpError;
@@ -124,6 +124,16 @@ impl McpServer {
     /// The tool context of the request behind `rq`: its caller, the space
     /// and profile its URL (or header) names, settings as stored now.
     async fn tool_context(&self, rq: &RequestContext<RoleServer>) -> Result<ToolContext, McpError> {
+        self.tool_context_in(rq, None).await
+    }
+
+    /// [`McpServer::tool_context`], in `fallback` when the request names
+    /// no space.
+    async fn tool_context_in(
+        &self,
+        rq: &RequestContext<RoleServer>,
+        fallback: Option<Uuid>,
+    ) -> Result<ToolContext, McpError> {
         let parts = rq
             .extensions
             .get::<axum::http::request::Parts>()
@@ -144,7 +154,7 @@ impl McpServer {
                 .map(|v| v.trim().to_string())
         });
         let space_id = match space.filter(|s| !s.is_empty()) {
-            None => None,
+            None => fallback,
             Some(text) => Some(Uuid::parse_str(&text).map_err(|_| {
                 McpError::invalid_params(
                     format!("spaceId: {text:?} is not a space id (a UUID)"),
@@ -197,7 +207,15 @@ impl ServerHandler for McpServer {
         rq: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let ctx = self.tool_context(&rq).await?;
-        let Some(space) = ctx.space_id else {
+        // Listed only where they can be read: a profile or a setting that
+        // takes read_document away takes the resources too.
+        let readable = self
+            .state
+            .registry
+            .available_entries(&ctx)
+            .iter()
+            .any(|e| e.name == READ_DOCUMENT);
+        let Some(space) = ctx.space_id.filter(|_| readable) else {
             return Ok(ListResourcesResult::default());
         };
         let after = match request.and_then(|r| r.cursor) {
@@ -226,15 +244,16 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
-    /// A document's extracted text by its URI, read under the caller's
-    /// row-level security and, when the endpoint names a space, only in
-    /// that space (as read_document reads).
+    /// A document's extracted text by its URI: a call of read_document
+    /// (the same profile, settings, gate, limits and audit as any call,
+    /// under the caller's row-level security), in the URI's space, which
+    /// must be the endpoint's when it names one. A longer document than
+    /// one read returns is cut, its `_meta` saying where.
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let ctx = self.tool_context(&rq).await?;
         let uri = request.uri;
         let Some((space, id)) = document_of(&uri) else {
             return Err(McpError::invalid_params(
@@ -245,35 +264,54 @@ impl ServerHandler for McpServer {
         let not_found = || {
             McpError::resource_not_found(format!("no document {uri} that you may read here"), None)
         };
-        if ctx.space_id.is_some_and(|named| named != space) {
+        // A space the caller does not read is not found, like a document.
+        let ctx = self.tool_context_in(&rq, Some(space)).await.map_err(|e| {
+            if e.code == rmcp::model::ErrorCode::INTERNAL_ERROR {
+                e
+            } else {
+                not_found()
+            }
+        })?;
+        if ctx.space_id != Some(space) {
             return Err(not_found());
         }
-        let mut tx = self
+        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
+        let ctx = ctx.with_call_id(call_id);
+        let args = json!({ "document_id": id, "max_length": RESOURCE_MAX_CHARS });
+        let result = self
             .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
-        let found = content::document_text(&mut tx, space, id, RESOURCE_MAX_CHARS)
-            .await
-            .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
-        let Some(doc) = found else {
-            return Err(not_found());
+            .registry
+            .execute_tool(READ_DOCUMENT, args, &ctx, &NoCallbacks)
+            .await;
+        self.state.metrics.tool_call(&result);
+        let read = match (&result.data, &result.error) {
+            (Some(data), None) if result.success => data,
+            (_, Some(e)) if e.code == ErrorCode::NotFound => return Err(not_found()),
+            (_, Some(e)) if e.retryable => {
+                return Err(McpError::internal_error(e.message.clone(), None));
+            }
+            (_, Some(e)) => return Err(McpError::invalid_request(e.message.clone(), None)),
+            _ => {
+                return Err(McpError::internal_error(
+                    "the document could not be read",
+                    None,
+                ));
+            }
         };
-        // A longer document is cut; its `_meta` says where, and
-        // read_document reads on from there.
-        let meta = (doc.total_chars > RESOURCE_MAX_CHARS).then(|| {
+        let text = read["text"].as_str().unwrap_or_default().to_string();
+        let total = read["total_chars"].as_u64().unwrap_or(0);
+        let returned = read["end"].as_u64().unwrap_or(0);
+        let meta = (returned < total).then(|| {
             let mut meta = serde_json::Map::new();
             meta.insert("truncated".into(), json!(true));
-            meta.insert("totalChars".into(), json!(doc.total_chars));
-            meta.insert("returnedChars".into(), json!(RESOURCE_MAX_CHARS));
+            meta.insert("totalChars".into(), json!(total));
+            meta.insert("returnedChars".into(), json!(returned));
             MetaObject(meta)
         });
         let contents = ResourceContents::TextResourceContents {
             uri,
             mime_type: Some("text/plain".into()),
-            text: doc.text,
+            text,
             meta,
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
@@ -365,8 +403,12 @@ fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
 /// Documents per `resources/list` page.
 const RESOURCES_PAGE: i64 = 100;
 
-/// The most characters `resources/read` returns of one document.
-const RESOURCE_MAX_CHARS: i64 = 1_000_000;
+/// The tool a resource is read with.
+const READ_DOCUMENT: &str = "read_document";
+
+/// The most characters `resources/read` returns of one document: what one
+/// read_document call returns at most.
+const RESOURCE_MAX_CHARS: u64 = data_plane_handlers::MAX_READ_CHARS;
 
 /// How a document is named as a resource.
 const DOCUMENT_URI: &str = "data-plane://spaces/{space_id}/documents/{document_id}";
