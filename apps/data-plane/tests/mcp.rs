@@ -288,11 +288,33 @@ async fn a_page_of_an_origin_not_allowed_is_refused() {
 /// One JSON-RPC request to `/mcp{query}` and its answer, read from the
 /// event stream the endpoint answers with.
 async fn rpc(base: &str, token: &str, query: &str, method: &str, params: Value) -> Value {
-    let body = reqwest::Client::new()
+    rpc_as("2025-06-18", base, token, query, method, params).await
+}
+
+/// [`rpc`] under protocol `version`: its header, and from 2026-07-28 on,
+/// the method header and the per-request `_meta` that version asks for.
+async fn rpc_as(
+    version: &str,
+    base: &str,
+    token: &str,
+    query: &str,
+    method: &str,
+    mut params: Value,
+) -> Value {
+    let mut request = reqwest::Client::new()
         .post(format!("{base}/mcp{query}"))
         .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-protocol-version", version);
+    if version >= "2026-07-28" {
+        request = request.header("mcp-method", method);
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": {"name": "version-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+    }
+    let body = request
         .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
         .send()
         .await
@@ -300,11 +322,57 @@ async fn rpc(base: &str, token: &str, query: &str, method: &str, params: Value) 
         .text()
         .await
         .unwrap();
-    body.lines()
+    // An event stream, or one JSON answer (a refusal before the protocol).
+    let answers = body
+        .lines()
         .filter_map(|l| l.strip_prefix("data:"))
+        .chain(std::iter::once(body.as_str()));
+    answers
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
         .find(|m| m["id"] == 7)
         .unwrap_or_else(|| panic!("no answer to {method} in {body:?}"))
+}
+
+/// The endpoint speaks 2025-06-18 and 2025-11-25 (with `initialize`) and
+/// 2026-07-28 (no handshake: `server/discover`, the version in each
+/// request's `_meta` and headers), as the protocol's Rust SDK implements
+/// them.
+#[tokio::test]
+async fn every_protocol_version_of_the_sdk_is_spoken() {
+    let server = common::start().await;
+    let token = server.token("versions@example.com").await;
+    let base = &server.base;
+    for version in ["2025-06-18", "2025-11-25"] {
+        let init = rpc_as(
+            version,
+            base,
+            &token,
+            "",
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "version-test", "version": "1"}}),
+        )
+        .await;
+        assert_eq!(init["result"]["protocolVersion"], version, "{init}");
+    }
+    let discovered = rpc_as("2026-07-28", base, &token, "", "server/discover", json!({})).await;
+    let result = &discovered["result"];
+    // The older 2024-11-05 and 2025-03-26 are still accepted too.
+    let supported = result["supportedVersions"].as_array().unwrap();
+    for version in ["2025-06-18", "2025-11-25", "2026-07-28"] {
+        assert!(supported.contains(&json!(version)), "{discovered}");
+    }
+    assert!(result["capabilities"]["tools"].is_object(), "{discovered}");
+    assert!(
+        result["capabilities"]["resources"].is_object(),
+        "{discovered}"
+    );
+    let listed = rpc_as("2026-07-28", base, &token, "", "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().any(|t| t["name"] == "read_document"),
+        "{listed}"
+    );
 }
 
 /// Documents are resources: listed for the endpoint's space, read by URI
