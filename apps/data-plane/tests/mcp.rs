@@ -531,3 +531,135 @@ async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
         assert_eq!(refused["error"]["code"], -32602, "{refused}");
     }
 }
+
+/// The prompts ask what the chat agent is asked: its own instructions,
+/// rendered for the endpoint's space and tools, then the request, with the
+/// documents it names embedded as read_document reads them, and never one
+/// of another space.
+#[tokio::test]
+async fn prompts_carry_the_agents_instructions_and_the_documents_they_name() {
+    let model = FakeModel::start().await;
+    let server = common::guide_server("prompts@example.com", model.base_url(), true).await;
+    let (base, token) = (&server.base, &server.token);
+    let in_space = format!("?spaceId={}", server.space);
+
+    let listed = rpc(base, token, &in_space, "prompts/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "answer_with_citations",
+            "summarise_document",
+            "compare_documents"
+        ],
+        "{listed}"
+    );
+    assert_eq!(
+        listed["result"]["prompts"][2]["arguments"][1]["name"],
+        "second"
+    );
+
+    let question = "How does VACUUM reclaim space?";
+    let answer = rpc(
+        base,
+        token,
+        &in_space,
+        "prompts/get",
+        json!({"name": "answer_with_citations", "arguments": {"question": question}}),
+    )
+    .await;
+    let messages = answer["result"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{answer}");
+    let instructions = messages[0]["content"]["text"].as_str().unwrap();
+    // The shipped system prompt, rendered for this space and its tools.
+    assert!(instructions.contains("Cite what you use"), "{instructions}");
+    assert!(instructions.contains("guides"), "{instructions}");
+    assert!(instructions.contains("search_documents"), "{instructions}");
+    assert_eq!(messages[1]["content"]["text"], question);
+
+    // A document by its id in the endpoint's space, embedded as read.
+    let summary = rpc(
+        base,
+        token,
+        &in_space,
+        "prompts/get",
+        json!({"name": "summarise_document", "arguments": {"document": server.doc.to_string()}}),
+    )
+    .await;
+    let messages = summary["result"]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{summary}");
+    let embedded = &messages[1]["content"];
+    assert_eq!(embedded["type"], "resource");
+    assert_eq!(
+        embedded["resource"]["uri"],
+        format!(
+            "data-plane://spaces/{}/documents/{}",
+            server.space, server.doc
+        )
+    );
+    assert!(
+        embedded["resource"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("dead tuples")
+    );
+    assert!(
+        messages[2]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Summarise")
+    );
+
+    // Another space's document is not embedded, nor is anything refused
+    // quietly: the prompt fails as a read would.
+    let stranger = {
+        use data_plane_store::identity::{self, Permission};
+        let mut tx = server
+            .test
+            .db
+            .begin(data_plane_store::Scope::System)
+            .await
+            .unwrap();
+        let user = identity::upsert_user(&mut tx, "keeper@example.com", Some(Permission::User))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        user.id
+    };
+    let (other_space, other_doc) =
+        common::space_with_guide(&server.test.db, "kept", &[stranger]).await;
+    let theirs = format!("data-plane://spaces/{other_space}/documents/{other_doc}");
+    let mine = format!(
+        "data-plane://spaces/{}/documents/{}",
+        server.space, server.doc
+    );
+    let refused = rpc(
+        base,
+        token,
+        &in_space,
+        "prompts/get",
+        json!({"name": "compare_documents", "arguments": {"first": mine, "second": theirs}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    for (name, arguments) in [
+        ("summarise_document", json!({})),
+        ("answer_with_citations", json!({"question": "  "})),
+        ("no_such_prompt", json!({})),
+    ] {
+        let refused = rpc(
+            base,
+            token,
+            &in_space,
+            "prompts/get",
+            json!({"name": name, "arguments": arguments}),
+        )
+        .await;
+        assert_eq!(refused["error"]["code"], -32602, "{name}: {refused}");
+    }
+}

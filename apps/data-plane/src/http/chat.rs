@@ -12,7 +12,7 @@ use data_plane_registry::{ToolContext, ToolMode};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::context::{CHAT_PROFILE, check_space, context, with_profile};
+use super::context::{CHAT_PROFILE, context, space_facts, with_profile};
 use super::extract::Json;
 use super::sse::{self, StreamFormat};
 use super::ui_stream;
@@ -154,20 +154,6 @@ fn conversation(messages: Vec<serde_json::Value>) -> Result<Vec<Message>, ApiErr
                 .map_err(|e| ApiError::bad_request(format!("messages[{i}]: {e}")))
         })
         .collect()
-}
-
-/// The space's name and description for the system prompt, or the refusal
-/// of a space the caller cannot read.
-async fn space_facts(
-    state: &AppState,
-    caller: &Caller,
-    space_id: Uuid,
-) -> Result<SpaceFacts, ApiError> {
-    let space = check_space(state, caller, space_id).await?;
-    Ok(SpaceFacts {
-        name: space.name,
-        description: space.description,
-    })
 }
 
 /// The turn's tool context: the caller's, under the profile the options

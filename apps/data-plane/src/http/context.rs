@@ -136,3 +136,17 @@ pub async fn check_space(
         ))),
     }
 }
+
+/// The space's name and description for the system prompt, or the refusal
+/// of a space the caller cannot read.
+pub async fn space_facts(
+    state: &AppState,
+    caller: &Caller,
+    space_id: Uuid,
+) -> Result<data_plane_agent::prompt::SpaceFacts, ApiError> {
+    let space = check_space(state, caller, space_id).await?;
+    Ok(data_plane_agent::prompt::SpaceFacts {
+        name: space.name,
+        description: space.description,
+    })
+}

@@ -18,16 +18,19 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use data_plane_agent::prompt::{PromptFacts, PromptTool};
 use data_plane_registry::{Annotations, ErrorCode, NoCallbacks, ToolContext, ToolEntry, ToolEvent};
 use data_plane_store::Scope;
 use data_plane_store::content::{self, DocumentEntry};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, EmbeddedResource,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
+    ListPromptsResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -36,7 +39,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::context::{context, default_profile, require_member, with_profile};
+use super::context::{context, default_profile, require_member, space_facts, with_profile};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -134,14 +137,8 @@ impl McpServer {
         rq: &RequestContext<RoleServer>,
         fallback: Option<Uuid>,
     ) -> Result<ToolContext, McpError> {
-        let parts = rq
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .ok_or_else(|| McpError::internal_error("the HTTP request is missing", None))?;
-        let caller =
-            parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-                McpError::internal_error("the request was not authenticated", None)
-            })?;
+        let parts = request_parts(rq)?;
+        let caller = caller_of(rq)?;
         // Read with the same rules as axum's `Query` on other routes.
         let query = axum::extract::Query::<EndpointQuery>::try_from_uri(&parts.uri)
             .map(|q| q.0)
@@ -173,6 +170,128 @@ impl McpServer {
         let agent = query.agent.as_deref().unwrap_or(default_profile(&caller));
         with_profile(&self.state, &caller, ctx, agent, "agent").map_err(refused)
     }
+
+    /// A document by its resource URI, read as `resources/read` reads it
+    /// (see [`ServerHandler::read_resource`]).
+    async fn read_text(
+        &self,
+        rq: &RequestContext<RoleServer>,
+        uri: String,
+    ) -> Result<ResourceContents, McpError> {
+        let Some((space, id)) = document_of(&uri) else {
+            return Err(McpError::invalid_params(
+                format!("{uri:?} names no document: resources here are {DOCUMENT_URI}"),
+                None,
+            ));
+        };
+        let not_found = || {
+            McpError::resource_not_found(format!("no document {uri} that you may read here"), None)
+        };
+        // A space the caller does not read is not found, like a document.
+        let ctx = self.tool_context_in(rq, Some(space)).await.map_err(|e| {
+            if e.code == rmcp::model::ErrorCode::INTERNAL_ERROR {
+                e
+            } else {
+                not_found()
+            }
+        })?;
+        if ctx.space_id != Some(space) {
+            return Err(not_found());
+        }
+        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
+        let ctx = ctx.with_call_id(call_id);
+        let args = json!({ "document_id": id, "max_length": RESOURCE_MAX_CHARS });
+        let result = self
+            .state
+            .registry
+            .execute_tool(READ_DOCUMENT, args, &ctx, &NoCallbacks)
+            .await;
+        self.state.metrics.tool_call(&result);
+        let read = match (&result.data, &result.error) {
+            (Some(data), None) if result.success => data,
+            (_, Some(e)) if e.code == ErrorCode::NotFound => return Err(not_found()),
+            (_, Some(e)) if e.retryable => {
+                return Err(McpError::internal_error(e.message.clone(), None));
+            }
+            (_, Some(e)) => return Err(McpError::invalid_request(e.message.clone(), None)),
+            _ => {
+                return Err(McpError::internal_error(
+                    "the document could not be read",
+                    None,
+                ));
+            }
+        };
+        let text = read["text"].as_str().unwrap_or_default().to_string();
+        let total = read["total_chars"].as_u64().unwrap_or(0);
+        let returned = read["end"].as_u64().unwrap_or(0);
+        let meta = (returned < total).then(|| {
+            let mut meta = serde_json::Map::new();
+            meta.insert("truncated".into(), json!(true));
+            meta.insert("totalChars".into(), json!(total));
+            meta.insert("returnedChars".into(), json!(returned));
+            MetaObject(meta)
+        });
+        let contents = ResourceContents::TextResourceContents {
+            uri,
+            mime_type: Some("text/plain".into()),
+            text,
+            meta,
+        };
+        Ok(contents)
+    }
+
+    /// The chat agent's system prompt, rendered as a chat in this
+    /// endpoint's space with its tools would be: the same template, so a
+    /// prompt asks what the agent is asked.
+    async fn instructions(
+        &self,
+        rq: &RequestContext<RoleServer>,
+        ctx: &ToolContext,
+    ) -> Result<String, McpError> {
+        let template = self
+            .state
+            .agent
+            .as_ref()
+            .and_then(|agent| agent.config().system_prompt.clone())
+            .unwrap_or_default();
+        let space = match ctx.space_id {
+            Some(space) => Some(
+                space_facts(&self.state, &caller_of(rq)?, space)
+                    .await
+                    .map_err(refused)?,
+            ),
+            None => None,
+        };
+        let offered = self.state.registry.offered(ctx);
+        let tools: Vec<PromptTool<'_>> = offered
+            .iter()
+            .map(|t| PromptTool {
+                name: t.function_name(),
+                summary: &t.short_description,
+            })
+            .collect();
+        let facts = PromptFacts {
+            space,
+            today: chrono::Utc::now().date_naive(),
+        };
+        Ok(template.render(&facts, &tools))
+    }
+}
+
+/// The HTTP request an MCP request came in.
+fn request_parts(rq: &RequestContext<RoleServer>) -> Result<&axum::http::request::Parts, McpError> {
+    rq.extensions
+        .get::<axum::http::request::Parts>()
+        .ok_or_else(|| McpError::internal_error("the HTTP request is missing", None))
+}
+
+/// Who sent it (the layer in front authenticated them).
+fn caller_of(rq: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+    request_parts(rq)?
+        .extensions
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("the request was not authenticated", None))
 }
 
 /// A refusal of the caller's request as the client's own mistake; a fault
@@ -192,6 +311,7 @@ impl ServerHandler for McpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
@@ -254,67 +374,113 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let uri = request.uri;
-        let Some((space, id)) = document_of(&uri) else {
-            return Err(McpError::invalid_params(
-                format!("{uri:?} names no document: resources here are {DOCUMENT_URI}"),
-                None,
-            ));
+        let contents = self.read_text(&rq, request.uri).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// The prompts: requests a person starts from, with the instructions
+    /// the chat agent follows (docs/mcp.md, "Prompts").
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.tool_context(&rq).await?;
+        let argument = |name: &str, description: &str| {
+            PromptArgument::new(name)
+                .with_description(description)
+                .with_required(true)
         };
-        let not_found = || {
-            McpError::resource_not_found(format!("no document {uri} that you may read here"), None)
+        let document = "The document: its resource URI, or its id in the endpoint's space.";
+        let prompts = vec![
+            Prompt::new(
+                ANSWER,
+                Some("Answer a question from the space's documents, citing the passages used."),
+                Some(vec![argument("question", "What to answer.")]),
+            )
+            .with_title("Answer with citations"),
+            Prompt::new(
+                SUMMARISE,
+                Some("Summarise one document, citing the passages used."),
+                Some(vec![argument("document", document)]),
+            )
+            .with_title("Summarise a document"),
+            Prompt::new(
+                COMPARE,
+                Some("Compare two documents: what they share, where they differ."),
+                Some(vec![
+                    argument("first", document),
+                    argument("second", document),
+                ]),
+            )
+            .with_title("Compare two documents"),
+        ];
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    /// A prompt's messages: the chat agent's own instructions, rendered
+    /// for this endpoint (its space, the tools it offers), then the
+    /// request, with the documents it names embedded as read_document
+    /// reads them.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let ctx = self.tool_context(&rq).await?;
+        let arguments = request.arguments.unwrap_or_default();
+        let argument = |name: &str| {
+            arguments
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!("the prompt {:?} needs the argument {name:?}", request.name),
+                        None,
+                    )
+                })
         };
-        // A space the caller does not read is not found, like a document.
-        let ctx = self.tool_context_in(&rq, Some(space)).await.map_err(|e| {
-            if e.code == rmcp::model::ErrorCode::INTERNAL_ERROR {
-                e
-            } else {
-                not_found()
-            }
-        })?;
-        if ctx.space_id != Some(space) {
-            return Err(not_found());
-        }
-        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
-        let ctx = ctx.with_call_id(call_id);
-        let args = json!({ "document_id": id, "max_length": RESOURCE_MAX_CHARS });
-        let result = self
-            .state
-            .registry
-            .execute_tool(READ_DOCUMENT, args, &ctx, &NoCallbacks)
-            .await;
-        self.state.metrics.tool_call(&result);
-        let read = match (&result.data, &result.error) {
-            (Some(data), None) if result.success => data,
-            (_, Some(e)) if e.code == ErrorCode::NotFound => return Err(not_found()),
-            (_, Some(e)) if e.retryable => {
-                return Err(McpError::internal_error(e.message.clone(), None));
-            }
-            (_, Some(e)) => return Err(McpError::invalid_request(e.message.clone(), None)),
-            _ => {
-                return Err(McpError::internal_error(
-                    "the document could not be read",
+        let (task, documents) = match request.name.as_str() {
+            ANSWER => (argument("question")?, Vec::new()),
+            SUMMARISE => (
+                "Summarise this document: its subject, its main points and its conclusions."
+                    .to_string(),
+                vec![argument("document")?],
+            ),
+            COMPARE => (
+                "Compare these two documents: what they agree on, where they differ, and what only one of them covers."
+                    .to_string(),
+                vec![argument("first")?, argument("second")?],
+            ),
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("no prompt {other:?}; prompts/list names them"),
                     None,
                 ));
             }
         };
-        let text = read["text"].as_str().unwrap_or_default().to_string();
-        let total = read["total_chars"].as_u64().unwrap_or(0);
-        let returned = read["end"].as_u64().unwrap_or(0);
-        let meta = (returned < total).then(|| {
-            let mut meta = serde_json::Map::new();
-            meta.insert("truncated".into(), json!(true));
-            meta.insert("totalChars".into(), json!(total));
-            meta.insert("returnedChars".into(), json!(returned));
-            MetaObject(meta)
-        });
-        let contents = ResourceContents::TextResourceContents {
-            uri,
-            mime_type: Some("text/plain".into()),
-            text,
-            meta,
-        };
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        let mut messages = vec![PromptMessage::new_text(
+            Role::User,
+            self.instructions(&rq, &ctx).await?,
+        )];
+        for document in documents {
+            let uri = match (Uuid::parse_str(&document), ctx.space_id) {
+                (Ok(id), Some(space)) => {
+                    format!("data-plane://spaces/{space}/documents/{id}")
+                }
+                _ => document,
+            };
+            let contents = self.read_text(&rq, uri).await?;
+            messages.push(PromptMessage::new(
+                Role::User,
+                ContentBlock::Resource(EmbeddedResource::new(contents)),
+            ));
+        }
+        messages.push(PromptMessage::new_text(Role::User, task));
+        Ok(GetPromptResult::new(messages).into())
     }
 
     async fn list_tools(
@@ -409,6 +575,11 @@ const READ_DOCUMENT: &str = "read_document";
 /// The most characters `resources/read` returns of one document: what one
 /// read_document call returns at most.
 const RESOURCE_MAX_CHARS: u64 = data_plane_handlers::MAX_READ_CHARS;
+
+/// The prompts' names.
+const ANSWER: &str = "answer_with_citations";
+const SUMMARISE: &str = "summarise_document";
+const COMPARE: &str = "compare_documents";
 
 /// How a document is named as a resource.
 const DOCUMENT_URI: &str = "data-plane://spaces/{space_id}/documents/{document_id}";
