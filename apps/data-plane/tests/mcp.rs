@@ -375,6 +375,18 @@ async fn every_protocol_version_of_the_sdk_is_spoken() {
     );
 }
 
+/// A space `name` of another user, holding a document: (space, document).
+async fn someone_elses_space(db: &data_plane_store::Db, name: &str) -> (uuid::Uuid, uuid::Uuid) {
+    use data_plane_store::identity::{self, Permission};
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let email = format!("owner-of-{name}@example.com");
+    let owner = identity::upsert_user(&mut tx, &email, Some(Permission::User))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    common::space_with_guide(db, name, &[owner.id]).await
+}
+
 /// Documents are resources: listed for the endpoint's space, read by URI
 /// with the caller's row-level security; another space's document neither
 /// lists nor reads, whatever the URI says.
@@ -384,23 +396,7 @@ async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
     let server = common::guide_server("resources@example.com", model.base_url(), false).await;
     let (base, token) = (&server.base, &server.token);
     let in_space = format!("?spaceId={}", server.space);
-    // A space of someone else, with a document of its own.
-    let stranger = {
-        use data_plane_store::identity::{self, Permission};
-        let mut tx = server
-            .test
-            .db
-            .begin(data_plane_store::Scope::System)
-            .await
-            .unwrap();
-        let user = identity::upsert_user(&mut tx, "owner@example.com", Some(Permission::User))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        user.id
-    };
-    let (other_space, other_doc) =
-        common::space_with_guide(&server.test.db, "private", &[stranger]).await;
+    let (other_space, other_doc) = someone_elses_space(&server.test.db, "private").await;
 
     let init = rpc(
         base,
@@ -617,22 +613,7 @@ async fn prompts_carry_the_agents_instructions_and_the_documents_they_name() {
 
     // Another space's document is not embedded, nor is anything refused
     // quietly: the prompt fails as a read would.
-    let stranger = {
-        use data_plane_store::identity::{self, Permission};
-        let mut tx = server
-            .test
-            .db
-            .begin(data_plane_store::Scope::System)
-            .await
-            .unwrap();
-        let user = identity::upsert_user(&mut tx, "keeper@example.com", Some(Permission::User))
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        user.id
-    };
-    let (other_space, other_doc) =
-        common::space_with_guide(&server.test.db, "kept", &[stranger]).await;
+    let (other_space, other_doc) = someone_elses_space(&server.test.db, "kept").await;
     let theirs = format!("data-plane://spaces/{other_space}/documents/{other_doc}");
     let mine = format!(
         "data-plane://spaces/{}/documents/{}",

@@ -465,13 +465,7 @@ impl Agent {
         let mut messages = request.messages;
         // Ours first, then the request's own system messages, if any.
         if let Some(template) = &self.config.system_prompt {
-            let prompt_tools: Vec<PromptTool<'_>> = offered
-                .iter()
-                .map(|t| PromptTool {
-                    name: t.function_name(),
-                    summary: &t.short_description,
-                })
-                .collect();
+            let prompt_tools = PromptTool::offered(&offered);
             let facts = request.facts.unwrap_or_else(PromptFacts::today);
             let mut system = template.render(&facts, &prompt_tools);
             if !prompt_block.is_empty() {

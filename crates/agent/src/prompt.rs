@@ -62,6 +62,19 @@ pub struct PromptTool<'a> {
     pub summary: &'a str,
 }
 
+impl<'a> PromptTool<'a> {
+    /// The tools a context is offered, as the prompt lists them.
+    pub fn offered(offered: &'a [data_plane_registry::OfferedTool]) -> Vec<PromptTool<'a>> {
+        offered
+            .iter()
+            .map(|t| PromptTool {
+                name: t.function_name(),
+                summary: &t.short_description,
+            })
+            .collect()
+    }
+}
+
 impl Default for PromptTemplate {
     fn default() -> Self {
         PromptTemplate {

@@ -263,13 +263,7 @@ impl McpServer {
             None => None,
         };
         let offered = self.state.registry.offered(ctx);
-        let tools: Vec<PromptTool<'_>> = offered
-            .iter()
-            .map(|t| PromptTool {
-                name: t.function_name(),
-                summary: &t.short_description,
-            })
-            .collect();
+        let tools = PromptTool::offered(&offered);
         let facts = PromptFacts {
             space,
             today: chrono::Utc::now().date_naive(),
