@@ -338,6 +338,57 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
     );
     attempts.push(listed);
 
+    // B's documents as MCP resources and in prompts: by B's URI from every
+    // endpoint, by B's id from A's, B's listing. An error each, never text.
+    let b_uri = |id: &Uuid| format!("data-plane://spaces/{}/documents/{id}", w.space_b);
+    let a_with_b = format!("data-plane://spaces/{}/documents/{doc}", w.space_a);
+    let mut mcp: Vec<(Option<Uuid>, &str, Value)> = Vec::new();
+    for id in &w.docs_b {
+        for space in [None, Some(w.space_a), Some(w.space_b)] {
+            mcp.push((space, "resources/read", json!({"uri": b_uri(id)})));
+            mcp.push((
+                space,
+                "prompts/get",
+                json!({"name": "summarise_document", "arguments": {"document": b_uri(id)}}),
+            ));
+        }
+        mcp.push((
+            Some(w.space_a),
+            "prompts/get",
+            json!({"name": "summarise_document", "arguments": {"document": id.to_string()}}),
+        ));
+    }
+    mcp.push((None, "resources/read", json!({"uri": a_with_b})));
+    mcp.push((Some(w.space_b), "resources/list", json!({})));
+    mcp.push((
+        Some(w.space_b),
+        "prompts/get",
+        json!({"name": "answer_with_citations", "arguments": {"question": PROBE}}),
+    ));
+    for (i, (space, method, params)) in mcp.into_iter().enumerate() {
+        let url = match space {
+            Some(space) => format!("{}/mcp?spaceId={space}", w.base),
+            None => format!("{}/mcp", w.base),
+        };
+        let what = format!("MCP {method} {params} in {space:?}");
+        let attempt = send(
+            what,
+            http.post(url)
+                .bearer_auth(&token)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})),
+        )
+        .await;
+        assert!(
+            attempt.body.contains(r#""error""#) && !attempt.body.contains(r#""result""#),
+            "{}: {}",
+            attempt.what,
+            attempt.body
+        );
+        attempts.push(attempt);
+    }
+
     // Every route that reads or writes a space's data, aimed at B.
     let b = w.space_b;
     let base = &w.base;
