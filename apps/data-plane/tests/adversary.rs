@@ -362,6 +362,12 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
     mcp.push((Some(w.space_b), "resources/list", json!({})));
     mcp.push((
         Some(w.space_b),
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "summarise_document"},
+               "argument": {"name": "document", "value": PROBE}}),
+    ));
+    mcp.push((
+        Some(w.space_b),
         "prompts/get",
         json!({"name": "answer_with_citations", "arguments": {"question": PROBE}}),
     ));

@@ -611,6 +611,49 @@ async fn prompts_carry_the_agents_instructions_and_the_documents_they_name() {
             .starts_with("Summarise")
     );
 
+    // Document arguments complete with paths as one types, and a path is
+    // an argument like a URI or an id.
+    let complete = |prompt: &'static str, argument: &'static str, value: &'static str| {
+        rpc(
+            base,
+            token,
+            &in_space,
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": prompt},
+                   "argument": {"name": argument, "value": value}}),
+        )
+    };
+    let completed = complete("summarise_document", "document", "GUI").await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["guides/vacuum.md"]),
+        "{completed}"
+    );
+    let completed = complete("compare_documents", "second", "guides/v").await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["guides/vacuum.md"])
+    );
+    for (prompt, argument, value) in [
+        ("summarise_document", "document", "nothing-like-it"),
+        ("answer_with_citations", "question", "gui"),
+    ] {
+        let none = complete(prompt, argument, value).await;
+        assert_eq!(none["result"]["completion"]["values"], json!([]), "{none}");
+    }
+    let by_path = rpc(
+        base,
+        token,
+        &in_space,
+        "prompts/get",
+        json!({"name": "summarise_document", "arguments": {"document": "guides/vacuum.md"}}),
+    )
+    .await;
+    assert_eq!(
+        by_path["result"]["messages"][1]["content"]["resource"]["uri"], embedded["resource"]["uri"],
+        "{by_path}"
+    );
+
     // Another space's document is not embedded, nor is anything refused
     // quietly: the prompt fails as a read would.
     let (other_space, other_doc) = someone_elses_space(&server.test.db, "kept").await;

@@ -448,6 +448,31 @@ pub async fn document_entries(
     .await?)
 }
 
+/// Up to `limit` documents of a space that `tx`'s scope may read whose
+/// path is `path` (`prefix` false) or starts with it, case aside (`prefix`
+/// true: what completion offers as one types), in (path, id) order.
+pub async fn document_entries_by_path(
+    tx: &mut ScopedTx,
+    space_id: Uuid,
+    path: &str,
+    prefix: bool,
+    limit: i64,
+) -> Result<Vec<DocumentEntry>, StoreError> {
+    Ok(sqlx::query_as::<_, DocumentEntry>(
+        "SELECT id, space_id, path, title, octet_length(content)::bigint AS text_bytes
+           FROM documents
+          WHERE space_id = $1
+            AND CASE WHEN $3 THEN starts_with(lower(path), lower($2)) ELSE path = $2 END
+          ORDER BY path, id LIMIT $4",
+    )
+    .bind(space_id)
+    .bind(path)
+    .bind(prefix)
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
 /// A chunk as the keyword index needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IndexableChunk {

@@ -238,6 +238,23 @@ async fn documents_are_listed_page_by_page_only_to_those_who_may_read_them() {
             .unwrap()
             .is_empty()
     );
+    // By path, whole or begun, case aside.
+    let by = |path: &'static str, prefix: bool| {
+        let db = test.db.clone();
+        let user = member.id;
+        async move {
+            let mut tx = db.begin(Scope::User(user)).await.unwrap();
+            let found = content::document_entries_by_path(&mut tx, space, path, prefix, 10)
+                .await
+                .unwrap();
+            found.into_iter().map(|d| d.path).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(by("B.TXT", false).await, Vec::<String>::new());
+    assert_eq!(by("b.txt", false).await, ["b.txt"]);
+    assert_eq!(by("C/", true).await, ["c/d.txt"]);
+    assert_eq!(by("", true).await, ["a.txt", "b.txt", "c/d.txt"]);
+    assert_eq!(by("%", true).await, Vec::<String>::new());
     // Another space's listing holds none of them.
     assert!(
         content::document_entries(&mut tx, other.id, None, 10)
@@ -250,6 +267,12 @@ async fn documents_are_listed_page_by_page_only_to_those_who_may_read_them() {
     let mut tx = test.db.begin(Scope::User(stranger.id)).await.unwrap();
     assert!(
         content::document_entries(&mut tx, space, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        content::document_entries_by_path(&mut tx, space, "", true, 10)
             .await
             .unwrap()
             .is_empty()

@@ -25,11 +25,12 @@ use data_plane_store::content::{self, DocumentEntry};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, EmbeddedResource,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, InitializeResult,
-    ListPromptsResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ContentBlock, EmbeddedResource, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, InitializeResult, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Reference, Resource, ResourceContents, Role, ServerCapabilities,
     ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -171,6 +172,58 @@ impl McpServer {
         with_profile(&self.state, &caller, ctx, agent, "agent").map_err(refused)
     }
 
+    /// Whether the context may read documents at all (read_document is
+    /// offered): resources and completions follow it.
+    fn reads_documents(&self, ctx: &ToolContext) -> bool {
+        self.state
+            .registry
+            .available_entries(ctx)
+            .iter()
+            .any(|e| e.name == READ_DOCUMENT)
+    }
+
+    /// A prompt's document argument as a resource URI: a URI as it is, an
+    /// id or a path in the endpoint's space as that document's.
+    async fn document_uri(&self, ctx: &ToolContext, document: String) -> Result<String, McpError> {
+        if document.starts_with("data-plane://") {
+            return Ok(document);
+        }
+        let Some(space) = ctx.space_id else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "{document:?}: without a space on the endpoint, name a document by its resource URI"
+                ),
+                None,
+            ));
+        };
+        if let Ok(id) = Uuid::parse_str(&document) {
+            return Ok(format!("data-plane://spaces/{space}/documents/{id}"));
+        }
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(store_fault)?;
+        let found = content::document_entries_by_path(&mut tx, space, &document, false, 2)
+            .await
+            .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        match found.as_slice() {
+            [one] => Ok(format!("data-plane://spaces/{space}/documents/{}", one.id)),
+            [] => Err(McpError::resource_not_found(
+                format!("no document at {document:?} that you may read here"),
+                None,
+            )),
+            _ => Err(McpError::invalid_params(
+                format!(
+                    "several documents have the path {document:?} (in different sources): name one by its resource URI"
+                ),
+                None,
+            )),
+        }
+    }
+
     /// A document by its resource URI, read as `resources/read` reads it
     /// (see [`ServerHandler::read_resource`]).
     async fn read_text(
@@ -306,6 +359,7 @@ impl ServerHandler for McpServer {
                 .enable_tools()
                 .enable_resources()
                 .enable_prompts()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
@@ -323,13 +377,7 @@ impl ServerHandler for McpServer {
         let ctx = self.tool_context(&rq).await?;
         // Listed only where they can be read: a profile or a setting that
         // takes read_document away takes the resources too.
-        let readable = self
-            .state
-            .registry
-            .available_entries(&ctx)
-            .iter()
-            .any(|e| e.name == READ_DOCUMENT);
-        let Some(space) = ctx.space_id.filter(|_| readable) else {
+        let Some(space) = ctx.space_id.filter(|_| self.reads_documents(&ctx)) else {
             return Ok(ListResourcesResult::default());
         };
         let after = match request.and_then(|r| r.cursor) {
@@ -385,7 +433,7 @@ impl ServerHandler for McpServer {
                 .with_description(description)
                 .with_required(true)
         };
-        let document = "The document: its resource URI, or its id in the endpoint's space.";
+        let document = "The document: its path in the endpoint's space (completed as you type), its resource URI, or its id.";
         let prompts = vec![
             Prompt::new(
                 ANSWER,
@@ -461,12 +509,7 @@ impl ServerHandler for McpServer {
             self.instructions(&rq, &ctx).await?,
         )];
         for document in documents {
-            let uri = match (Uuid::parse_str(&document), ctx.space_id) {
-                (Ok(id), Some(space)) => {
-                    format!("data-plane://spaces/{space}/documents/{id}")
-                }
-                _ => document,
-            };
+            let uri = self.document_uri(&ctx, document).await?;
             let contents = self.read_text(&rq, uri).await?;
             messages.push(PromptMessage::new(
                 Role::User,
@@ -475,6 +518,65 @@ impl ServerHandler for McpServer {
         }
         messages.push(PromptMessage::new_text(Role::User, task));
         Ok(GetPromptResult::new(messages).into())
+    }
+
+    /// Completes the prompts' document arguments with the paths of the
+    /// space's documents that begin with what was typed (case aside), as
+    /// far as the caller may read them; other arguments have nothing to
+    /// complete.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let ctx = self.tool_context(&rq).await?;
+        let Reference::Prompt(prompt) = &request.r#ref else {
+            return Err(McpError::invalid_params(
+                "this server has no resource templates to complete",
+                None,
+            ));
+        };
+        let documents = match prompt.name.as_str() {
+            ANSWER => false,
+            SUMMARISE => request.argument.name == "document",
+            COMPARE => ["first", "second"].contains(&request.argument.name.as_str()),
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("no prompt {other:?}; prompts/list names them"),
+                    None,
+                ));
+            }
+        };
+        let empty = || CompleteResult::new(CompletionInfo::default());
+        let Some(space) = ctx
+            .space_id
+            .filter(|_| documents && self.reads_documents(&ctx))
+        else {
+            return Ok(empty());
+        };
+        let limit = CompletionInfo::MAX_VALUES as i64;
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(store_fault)?;
+        let mut found = content::document_entries_by_path(
+            &mut tx,
+            space,
+            request.argument.value.trim(),
+            true,
+            limit + 1,
+        )
+        .await
+        .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let more = found.len() > CompletionInfo::MAX_VALUES;
+        found.truncate(CompletionInfo::MAX_VALUES);
+        let values = found.into_iter().map(|d| d.path).collect();
+        let info = CompletionInfo::with_pagination(values, None, more)
+            .map_err(|e| McpError::internal_error(e, None))?;
+        Ok(CompleteResult::new(info))
     }
 
     async fn list_tools(
