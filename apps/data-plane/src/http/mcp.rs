@@ -172,6 +172,32 @@ impl McpServer {
         with_profile(&self.state, &caller, ctx, agent, "agent").map_err(refused)
     }
 
+    /// Up to `limit` documents of `space` that the caller may read, in
+    /// path order: a page, or those at (or beginning with) a path.
+    async fn entries(
+        &self,
+        ctx: &ToolContext,
+        space: Uuid,
+        which: Entries<'_>,
+        limit: i64,
+    ) -> Result<Vec<DocumentEntry>, McpError> {
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(ctx.user_id))
+            .await
+            .map_err(store_fault)?;
+        let found = match which {
+            Entries::After(after) => content::document_entries(&mut tx, space, after, limit).await,
+            Entries::AtPath(path, prefix) => {
+                content::document_entries_by_path(&mut tx, space, path, prefix, limit).await
+            }
+        }
+        .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        Ok(found)
+    }
+
     /// Whether the context may read documents at all (read_document is
     /// offered): resources and completions follow it.
     fn reads_documents(&self, ctx: &ToolContext) -> bool {
@@ -199,16 +225,9 @@ impl McpServer {
         if let Ok(id) = Uuid::parse_str(&document) {
             return Ok(format!("data-plane://spaces/{space}/documents/{id}"));
         }
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
-        let found = content::document_entries_by_path(&mut tx, space, &document, false, 2)
-            .await
-            .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let found = self
+            .entries(ctx, space, Entries::AtPath(&document, false), 2)
+            .await?;
         match found.as_slice() {
             [one] => Ok(format!("data-plane://spaces/{space}/documents/{}", one.id)),
             [] => Err(McpError::resource_not_found(
@@ -384,17 +403,10 @@ impl ServerHandler for McpServer {
             Some(cursor) => Some(read_cursor(&cursor)?),
             None => None,
         };
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
         let after = after.as_ref().map(|(id, path)| (path.as_str(), *id));
-        let mut entries = content::document_entries(&mut tx, space, after, RESOURCES_PAGE + 1)
-            .await
-            .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let mut entries = self
+            .entries(&ctx, space, Entries::After(after), RESOURCES_PAGE + 1)
+            .await?;
         let more = entries.len() > RESOURCES_PAGE as usize;
         entries.truncate(RESOURCES_PAGE as usize);
         let next = more
@@ -555,22 +567,8 @@ impl ServerHandler for McpServer {
             return Ok(empty());
         };
         let limit = CompletionInfo::MAX_VALUES as i64;
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
-        let mut found = content::document_entries_by_path(
-            &mut tx,
-            space,
-            request.argument.value.trim(),
-            true,
-            limit + 1,
-        )
-        .await
-        .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        let typed = Entries::AtPath(request.argument.value.trim(), true);
+        let mut found = self.entries(&ctx, space, typed, limit + 1).await?;
         let more = found.len() > CompletionInfo::MAX_VALUES;
         found.truncate(CompletionInfo::MAX_VALUES);
         let values = found.into_iter().map(|d| d.path).collect();
@@ -671,6 +669,14 @@ const READ_DOCUMENT: &str = "read_document";
 /// The most characters `resources/read` returns of one document: what one
 /// read_document call returns at most.
 const RESOURCE_MAX_CHARS: u64 = data_plane_handlers::MAX_READ_CHARS;
+
+/// Which documents [`McpServer::entries`] reads.
+enum Entries<'a> {
+    /// The page after this (path, id).
+    After(Option<(&'a str, Uuid)>),
+    /// At this path, or (`true`) beginning with it.
+    AtPath(&'a str, bool),
+}
 
 /// The prompts' names.
 const ANSWER: &str = "answer_with_citations";
