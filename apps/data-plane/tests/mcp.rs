@@ -3,8 +3,9 @@
 //! against a real server on 127.0.0.1 with PostgreSQL and a fake model:
 //! refusal without a token, initialize, the tool list with titles and
 //! annotations, a call, a call with bad arguments (an `isError` result),
-//! analyze_document's sub-agent as progress notifications, and a
-//! cancelled call whose sub-agent's model request is closed; and, with
+//! analyze_document's sub-agent as progress notifications, a cancelled
+//! call whose sub-agent's model request is closed, and the space's
+//! documents as resources, the prompts and a completion; and, with
 //! JSON-RPC written by hand, documents as resources (listed, read, and
 //! never across spaces) and the refusal of browser origins not allowed.
 
@@ -204,6 +205,43 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
     );
     assert_eq!(got["after_cancel"]["isError"], false);
     assert_eq!(model.requests().len(), 3, "nothing asked after the cancel");
+
+    // Resources, prompts and completion, as the SDK reads them.
+    let uri = format!("data-plane://spaces/{space}/documents/{doc}");
+    assert_eq!(
+        got["resources"],
+        json!([{"uri": uri, "name": "guides/vacuum.md", "title": "Vacuuming",
+                "mimeType": "text/plain", "size": got["read"][0]["text"].as_str().unwrap().len()}]),
+        "{:#}",
+        got["resources"]
+    );
+    assert_eq!(got["read"][0]["uri"], uri.as_str());
+    assert!(
+        got["read"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("dead tuples")
+    );
+    let prompts: Vec<&str> = got["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "answer_with_citations",
+            "summarise_document",
+            "compare_documents"
+        ]
+    );
+    assert_eq!(
+        got["prompt"],
+        json!([{"role": "user", "type": "text"}, {"role": "user", "type": "resource"},
+               {"role": "user", "type": "text"}])
+    );
+    assert_eq!(got["completion"], json!(["guides/vacuum.md"]));
 }
 
 /// A browser page of an origin the deployment did not allow (a foreign

@@ -10,7 +10,10 @@ prints one JSON object of what the SDK saw, for the Rust test to check:
 - info: document_info's result (structured content, isError);
 - bad: a call with arguments the tool refuses;
 - analysis: analyze_document's result with the progress messages received;
-- cancelled: a call cancelled after its first progress message.
+- cancelled: a call cancelled after its first progress message;
+- resources, read: the space's documents, and the first one read;
+- prompts, prompt: the prompts, and summarise_document's messages;
+- completion: the document argument completed from "GUI".
 """
 
 import asyncio
@@ -20,7 +23,7 @@ import sys
 
 import anyio
 import httpx2
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -137,6 +140,34 @@ async def session_run(token: str) -> dict:
                 # The session still answers after a cancelled call.
                 again = await session.call_tool("document_info", {"document_id": doc})
                 out["after_cancel"] = result_json(again)
+
+                # The space's documents as resources, the prompts, and the
+                # completion of a prompt's document argument.
+                listed = await session.list_resources()
+                out["resources"] = [
+                    {
+                        "uri": str(r.uri),
+                        "name": r.name,
+                        "title": r.title,
+                        "mimeType": r.mime_type,
+                        "size": r.size,
+                    }
+                    for r in listed.resources
+                ]
+                read = await session.read_resource(listed.resources[0].uri)
+                out["read"] = [{"uri": str(c.uri), "text": getattr(c, "text", None)} for c in read.contents]
+                prompts = await session.list_prompts()
+                out["prompts"] = [
+                    {"name": p.name, "arguments": [a.name for a in (p.arguments or [])]}
+                    for p in prompts.prompts
+                ]
+                got = await session.get_prompt("summarise_document", {"document": "guides/vacuum.md"})
+                out["prompt"] = [{"role": m.role, "type": m.content.type} for m in got.messages]
+                completed = await session.complete(
+                    types.PromptReference(type="ref/prompt", name="summarise_document"),
+                    {"name": "document", "value": "GUI"},
+                )
+                out["completion"] = completed.completion.values
     return out
 
 
