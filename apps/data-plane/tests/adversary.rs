@@ -185,6 +185,25 @@ struct Attempt {
     body: String,
 }
 
+/// One JSON-RPC request to `/mcp` (in `space`, when given) as Mallory.
+fn mcp_request(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    space: Option<Uuid>,
+    body: Value,
+) -> reqwest::RequestBuilder {
+    let url = match space {
+        Some(space) => format!("{base}/mcp?spaceId={space}"),
+        None => format!("{base}/mcp"),
+    };
+    http.post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body)
+}
+
 async fn send(what: String, request: reqwest::RequestBuilder) -> Attempt {
     let response = request.send().await.unwrap();
     let status = response.status();
@@ -290,25 +309,14 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
     // with isError or one from Mallory's own spaces, never B's data.
     for (i, (tool, args)) in calls.iter().enumerate() {
         for space in [None, Some(w.space_a), Some(w.space_b)] {
-            let url = match space {
-                Some(space) => format!("{}/mcp?spaceId={space}", w.base),
-                None => format!("{}/mcp", w.base),
-            };
             let what = format!("MCP {tool} {args} in {space:?}");
-            let attempt = send(
-                what,
-                http.post(url)
-                    .bearer_auth(&token)
-                    .header("accept", "application/json, text/event-stream")
-                    .header("mcp-protocol-version", "2025-11-25")
-                    .json(&json!({
-                        "jsonrpc": "2.0",
-                        "id": i,
-                        "method": "tools/call",
-                        "params": {"name": tool, "arguments": args},
-                    })),
-            )
-            .await;
+            let body = json!({
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": args},
+            });
+            let attempt = send(what, mcp_request(&http, &w.base, &token, space, body)).await;
             assert_eq!(attempt.status, StatusCode::OK, "{}", attempt.what);
             if space == Some(w.space_b) {
                 assert!(
@@ -324,11 +332,13 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
     }
     let listed = send(
         "MCP tools/list in B".into(),
-        http.post(format!("{}/mcp?spaceId={}", w.base, w.space_b))
-            .bearer_auth(&token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})),
+        mcp_request(
+            &http,
+            &w.base,
+            &token,
+            Some(w.space_b),
+            json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}),
+        ),
     )
     .await;
     assert!(
@@ -372,20 +382,9 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
         json!({"name": "answer_with_citations", "arguments": {"question": PROBE}}),
     ));
     for (i, (space, method, params)) in mcp.into_iter().enumerate() {
-        let url = match space {
-            Some(space) => format!("{}/mcp?spaceId={space}", w.base),
-            None => format!("{}/mcp", w.base),
-        };
         let what = format!("MCP {method} {params} in {space:?}");
-        let attempt = send(
-            what,
-            http.post(url)
-                .bearer_auth(&token)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-11-25")
-                .json(&json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})),
-        )
-        .await;
+        let body = json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params});
+        let attempt = send(what, mcp_request(&http, &w.base, &token, space, body)).await;
         assert!(
             attempt.body.contains(r#""error""#) && !attempt.body.contains(r#""result""#),
             "{}: {}",

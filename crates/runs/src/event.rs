@@ -51,24 +51,6 @@ pub enum DoneReason {
     Finished(FinishReason),
 }
 
-/// Every kind this version writes.
-const KNOWN: [&str; 14] = [
-    "run",
-    "done",
-    "error",
-    "text_delta",
-    "tool_call",
-    "tool_result",
-    "citation",
-    "subagent_start",
-    "subagent_chunk",
-    "subagent_tool_call",
-    "subagent_tool_result",
-    "subagent_end",
-    "approval_request",
-    "approval_result",
-];
-
 /// The run's own events, as their JSON says them.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -124,13 +106,13 @@ impl Event {
         match typed {
             Some(event) if event.name() == kind => event,
             _ => {
-                if KNOWN.contains(&kind) && data.get("unrecorded").is_none() {
-                    // A newer replica's form of a known event (a new error
-                    // code, a new field): sent on as stored, but a stream
-                    // that translates events cannot read it.
+                if data.get("unrecorded").is_none() {
+                    // A newer replica's event (a new kind, a new error
+                    // code): sent on as stored, but a stream that
+                    // translates events cannot read it.
                     tracing::warn!(
                         kind,
-                        "a recorded event of a known kind could not be read; it is sent on as stored"
+                        "a recorded event could not be read; it is sent on as stored"
                     );
                 }
                 Event::Stored {

@@ -722,10 +722,10 @@ fn read_cursor(cursor: &str) -> Result<(Uuid, String), McpError> {
         })
 }
 
-/// The database failed a read: the client cannot fix it.
+/// A store error as the rest of the API answers it (the cause logged
+/// there), then as MCP's error.
 fn store_fault(e: data_plane_store::StoreError) -> McpError {
-    tracing::warn!(error = %e, "an MCP request could not read the database");
-    McpError::internal_error("the documents cannot be read now", None)
+    refused(e.into())
 }
 
 /// A ToolResult as MCP's CallToolResult: the data as structured content
