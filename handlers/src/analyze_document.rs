@@ -72,7 +72,7 @@ const NAME: &str = "analyze_document";
 /// into leaking it).
 pub const PROFILE: &str = "analyze_document";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub document_id: Uuid,
     /// The sub-agent's final answer.

@@ -41,7 +41,7 @@ pub fn available(_ctx: &ToolContext) -> bool {
     true
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub document_id: Uuid,
     pub space_id: Uuid,

@@ -92,7 +92,7 @@ pub const MAX_LENGTH: u64 = 50_000;
 /// Links returned with each part: enough to navigate, not a page of its own.
 pub const MAX_LINKS: usize = 50;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// Always true: everything below `notice` came from the page.
     pub untrusted: bool,

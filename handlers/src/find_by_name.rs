@@ -68,7 +68,7 @@ const CURSOR_BATCH: i64 = 500;
 /// Inside the tool's timeout, so a slow lookup ends with a clear message.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(8);
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// Matching documents in path order.
     pub documents: Vec<Found>,
@@ -78,7 +78,7 @@ pub struct Output {
     pub more: Option<More>,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
 pub struct Found {
     pub document_id: Uuid,
     pub path: String,
@@ -90,7 +90,7 @@ pub struct Found {
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct More {
     /// Pass as `skip` to continue where this answer stopped.
     pub skip: u64,

@@ -53,7 +53,7 @@ const MAX_DEPTH: u64 = 10;
 pub const MAX_NODES: usize = 200;
 
 /// One folder of the tree.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Node {
     pub name: String,
     pub path: String,
@@ -83,7 +83,7 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub source_id: Uuid,
     pub source: String,

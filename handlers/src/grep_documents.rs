@@ -108,7 +108,7 @@ const REGEX_SIZE_LIMIT: usize = 2 << 20;
 const REGEX_DFA_SIZE_LIMIT: usize = 8 << 20;
 const REGEX_NEST_LIMIT: u32 = 64;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// Matching lines in path order, then line order.
     pub results: Vec<LineMatch>,
@@ -120,7 +120,7 @@ pub struct Output {
     pub more: Option<More>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct LineMatch {
     pub document_id: Uuid,
     pub path: String,
@@ -146,20 +146,20 @@ pub struct LineMatch {
 
 /// One match, by character offsets into the document (Unicode code points,
 /// end exclusive: the unit of search results and read_document).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Span {
     pub char_start: u64,
     pub char_end: u64,
     pub text: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Trimmed {
     pub chars_before: u64,
     pub chars_after: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct More {
     /// Pass as `skip` to continue where this answer stopped.
     pub skip: u64,

@@ -55,6 +55,20 @@ fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result
         .map_err(|e| ToolError::invalid(format!("invalid arguments for {tool}: {e}")))
 }
 
+/// The JSON Schema of what a handler's `Output` serialises to (a field
+/// skipped when empty is not required), as MCP clients read it: the type's
+/// own name (`Output`) is no title worth showing.
+fn output_schema<T: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+    }
+    schema
+}
+
 /// Turns a handler module (`Args`, `META`, `available`, `run`, and `shape`
 /// or `asks` where named) into a registry entry.
 macro_rules! entry {
@@ -104,6 +118,7 @@ macro_rules! entry {
             handler: Arc::new(Handler($deps.cloned())),
             args_schema: serde_json::to_value(schemars::schema_for!($tool::Args))
                 .unwrap_or_default(),
+            output_schema: Some(output_schema::<$tool::Output>()),
         }
     }};
 }

@@ -57,7 +57,7 @@ const DEFAULT_LIMIT: u64 = 50;
 const MAX_LIMIT: u64 = 200;
 
 /// A sub-folder, with what it holds so the model can decide where to go next.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
 pub struct FolderEntry {
     pub name: String,
     pub path: String,
@@ -67,7 +67,7 @@ pub struct FolderEntry {
     pub folders: i64,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
 pub struct DocumentEntry {
     pub document_id: Uuid,
     pub name: String,
@@ -78,7 +78,7 @@ pub struct DocumentEntry {
     pub updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub source_id: Uuid,
     pub source: String,

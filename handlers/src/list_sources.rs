@@ -38,7 +38,7 @@ pub fn available(ctx: &ToolContext) -> bool {
 }
 
 /// One source of the space.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
 pub struct SourceInfo {
     pub source_id: Uuid,
     pub name: String,
@@ -48,7 +48,7 @@ pub struct SourceInfo {
     pub bytes: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub space_id: Uuid,
     pub sources: Vec<SourceInfo>,

@@ -113,7 +113,7 @@ fn restrict_sql() -> String {
     )
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub document_id: Uuid,
     /// The question the SQL was written for, when one was asked.
@@ -132,7 +132,7 @@ pub struct Output {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct OutputColumn {
     pub name: String,
     #[serde(rename = "type")]

@@ -53,7 +53,7 @@ pub fn available(_ctx: &ToolContext) -> bool {
 /// The hard cap on one read, whatever max_length asks for.
 pub const MAX_READ_CHARS: u64 = 20_000;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub document_id: Uuid,
     pub path: String,
@@ -69,7 +69,7 @@ pub struct Output {
     pub next: Option<NextRange>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct NextRange {
     pub start: u64,
     pub max_length: u64,

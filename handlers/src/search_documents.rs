@@ -95,7 +95,7 @@ const MAX_LIMIT: u64 = 50;
 const KEYWORD_SLACK: usize = 10;
 
 /// Which retrievers run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Hybrid,
@@ -157,7 +157,7 @@ impl Mode {
 }
 
 /// What the model gets back.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub query: String,
     pub mode: Mode,
@@ -177,7 +177,7 @@ pub struct Output {
 }
 
 /// One passage, citable by its character range in the document.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Hit {
     pub rank: usize,
     pub score: f64,
@@ -189,7 +189,7 @@ pub struct Hit {
     pub passage: FoundChunk,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
 pub struct FoundBy {
     pub retriever: Retriever,
     pub rank: usize,
@@ -197,7 +197,7 @@ pub struct FoundBy {
     pub score: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Retriever {
     Vector,
@@ -207,7 +207,7 @@ pub enum Retriever {
 /// Milliseconds spent in each part, so the embedding's share can be told
 /// apart from the search itself. Keyword search runs while the query is
 /// embedded, so the parts can add up to more than `total_ms`.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct Timings {
     pub embed_ms: f64,
     pub vector_ms: f64,

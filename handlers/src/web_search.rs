@@ -32,7 +32,7 @@ pub struct Args {
 }
 
 /// What the model gets back.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     pub query: String,
     pub provider: ProviderKind,

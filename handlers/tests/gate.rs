@@ -72,6 +72,7 @@ fn tool(name: &'static str, requires_gate: bool, runs: &Arc<Runs>) -> HandlerEnt
         asks: None,
         handler: Arc::new(Counted(runs.clone())),
         args_schema: json!({}),
+        output_schema: None,
     }
 }
 

@@ -207,6 +207,7 @@ fn handler_with(
         asks: None,
         handler: Arc::new(Scripted(behaviour)),
         args_schema: json!({}),
+        output_schema: None,
     }
 }
 
@@ -646,6 +647,11 @@ async fn handler_argument_types_agree_with_their_definitions() {
                 "{name}: required {:?} in the definition, {:?} in the handler's Args",
                 required(def),
                 required(rs)
+            ));
+        }
+        if t.output_schema.is_none() {
+            problems.push(format!(
+                "{name}: no output schema (handlers::entry! makes it from the handler's Output)"
             ));
         }
         if rs.get("additionalProperties") != Some(&json!(false)) {
@@ -1805,6 +1811,7 @@ async fn a_retried_call_is_one_call_with_one_id_one_result_and_one_audit_row() {
             asks: None,
             handler: Arc::new(FailsOnce(Default::default())),
             args_schema: json!({}),
+            output_schema: None,
         }
     };
     let handlers = vec![flaky("flaky", true), flaky("flaky_write", false)];

@@ -725,3 +725,232 @@ async fn prompts_carry_the_agents_instructions_and_the_documents_they_name() {
         assert_eq!(refused["error"]["code"], -32602, "{name}: {refused}");
     }
 }
+
+/// A site on 127.0.0.1 for the web tools: a SearXNG answer at `/search`
+/// and a page at `/article`.
+async fn small_web() -> String {
+    use axum::routing::get;
+    let search = async || {
+        axum::Json(json!({
+            "query": "vacuum", "number_of_results": 1,
+            "results": [{
+                "url": "https://www.postgresql.org/docs/current/routine-vacuuming.html",
+                "title": "Routine Vacuuming", "content": "The autovacuum daemon automates VACUUM.",
+                "publishedDate": "2024-11-14T00:00:00", "engine": "duckduckgo",
+                "engines": ["duckduckgo"], "positions": [1], "score": 1.0,
+                "category": "general", "template": "default.html"
+            }],
+            "answers": [], "corrections": [], "infoboxes": [], "suggestions": [],
+            "unresponsive_engines": []
+        }))
+    };
+    let page = async || {
+        axum::response::Html(
+            "<!doctype html><html lang=\"en\"><head><title>Vacuum notes</title></head><body>\
+             <article><h1>Vacuum notes</h1><p>VACUUM reclaims storage held by dead tuples, \
+             and autovacuum runs it for you.</p><p>See <a href=\"/more\">more</a>.</p>\
+             </article></body></html>",
+        )
+    };
+    let app = axum::Router::new()
+        .route("/search", get(search))
+        .route("/article", get(page));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// Every tool lists an outputSchema made from its handler's own output
+/// type, and a call of each returns structured content that validates
+/// against it; a failed call is an `isError` result carrying the error's
+/// code, message and whether a retry may help.
+#[tokio::test]
+async fn every_tool_declares_its_output_and_each_result_validates_against_it() {
+    use data_plane::auth::ServiceTokens;
+    use data_plane::state::AppState;
+    use data_plane_agent::AgentConfig;
+    use data_plane_handlers::{ModelSettings, SubAgentLimits};
+    use data_plane_ingest::pipeline::{Pipeline, Target};
+    use data_plane_search::KeywordIndex;
+    use data_plane_store::content::{self, SourceKind};
+    use data_plane_store::identity::{self, MembershipRole, Permission};
+    use data_plane_store::{Scope, testing::TestDatabase};
+    use data_plane_web::fetch::{FetchConfig, Fetcher};
+    use data_plane_web::search::{SearchConfig, WebSearch};
+
+    let web = small_web().await;
+    let test = TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let admin = identity::upsert_user(&mut tx, "shapes@example.com", Some(Permission::Admin))
+        .await
+        .unwrap()
+        .id;
+    let (space, _) = identity::ensure_space(&mut tx, "shapes").await.unwrap();
+    identity::add_member(&mut tx, space.id, admin, MembershipRole::Viewer)
+        .await
+        .unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let target = Target {
+        space_id: space.id,
+        source_id: source.id,
+    };
+    let ingest = async |path: &str, bytes: &[u8]| {
+        Pipeline::new(db.clone(), common::embedder())
+            .ingest_file(Scope::System, target, path, bytes)
+            .await
+            .unwrap()
+            .document_id
+    };
+    let guide = ingest("guides/vacuum.md", common::VACUUM_GUIDE).await;
+    let csv = ingest(
+        "tables/sizes.csv",
+        b"table_name,size_mb\norders,42\ncustomers,7\n",
+    )
+    .await;
+    let mut tx = db.begin(Scope::System).await.unwrap();
+    let table: String = sqlx::query_scalar("SELECT name FROM doc_tables WHERE document_id = $1")
+        .bind(csv)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let model = FakeModel::start().await;
+    model.push(text_reply(&["It reclaims the space of dead tuples."]));
+    let keys = common::jwt();
+    let state = AppState::new(
+        db.clone(),
+        KeywordIndex::in_memory().unwrap(),
+        common::embedder(),
+        keys.clone(),
+        ServiceTokens::default(),
+        std::sync::Arc::new(Fetcher::new(FetchConfig {
+            allow: "127.0.0.1".parse().unwrap(),
+            ..FetchConfig::default()
+        })),
+        WebSearch::new(&SearchConfig {
+            searxng_url: Some(web.clone()),
+            ..SearchConfig::default()
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    state.connect_model(ModelSettings {
+        agent: AgentConfig::new(model.base_url(), "test-model"),
+        sub_agent: SubAgentLimits::default(),
+    });
+    let base = common::serve(state).await;
+    let token = keys
+        .issue(
+            admin,
+            "shapes@example.com",
+            Permission::Admin,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+    let r = reqwest::Client::new()
+        .put(format!("{base}/v1/admin/settings"))
+        .bearer_auth(&token)
+        .json(&json!({
+            "web_search_enabled": true,
+            "fetch_web_page_trusted_hosts": ["127.0.0.1"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    let in_space = format!("?spaceId={}", space.id);
+    let listed = rpc(&base, &token, &in_space, "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let calls = [
+        (
+            "analyze_document",
+            json!({"document_id": guide, "question": "What does VACUUM do?"}),
+        ),
+        ("document_info", json!({"document_id": guide})),
+        ("fetch_web_page", json!({"url": format!("{web}/article")})),
+        ("find_by_name", json!({"pattern": "*.md"})),
+        ("folder_tree", json!({"source_id": source.id})),
+        (
+            "grep_documents",
+            json!({"pattern": "VACUUM", "context_lines": 1}),
+        ),
+        ("list_folder_contents", json!({"source_id": source.id})),
+        ("list_sources", json!({})),
+        (
+            "query_documents",
+            json!({"document_id": csv, "sql": format!("SELECT * FROM {table}")}),
+        ),
+        (
+            "read_document",
+            json!({"document_id": guide, "max_length": 20}),
+        ),
+        (
+            "search_documents",
+            json!({"query": "reclaim storage of dead tuples"}),
+        ),
+        ("web_search", json!({"query": "vacuum"})),
+    ];
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        calls.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        "the twelve tools, and no other"
+    );
+    for (name, args) in calls {
+        let tool = tools.iter().find(|t| t["name"] == name).unwrap();
+        let schema = &tool["outputSchema"];
+        assert_eq!(schema["type"], "object", "{name}: {tool:#}");
+        let validator = jsonschema::validator_for(schema)
+            .unwrap_or_else(|e| panic!("{name}'s outputSchema does not compile: {e}"));
+        let called = rpc(
+            &base,
+            &token,
+            &in_space,
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+        )
+        .await;
+        let result = &called["result"];
+        assert_eq!(result["isError"], false, "{name}: {called:#}");
+        let structured = &result["structuredContent"];
+        let problems: Vec<String> = validator
+            .iter_errors(structured)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            problems.is_empty(),
+            "{name}'s result does not validate against its outputSchema: {problems:#?}\n{structured:#}"
+        );
+        // The same, as text, for clients that read only text.
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert_eq!(&serde_json::from_str::<Value>(text).unwrap(), structured);
+        // Each schema says something: the top-level fields a result carries.
+        let properties = schema["properties"].as_object().unwrap();
+        for key in structured.as_object().unwrap().keys() {
+            assert!(properties.contains_key(key), "{name}: {key} undeclared");
+        }
+    }
+
+    // A failure: isError, with the error's code, message and retryable.
+    let missing = rpc(
+        &base,
+        &token,
+        &in_space,
+        "tools/call",
+        json!({"name": "document_info", "arguments": {"document_id": uuid::Uuid::nil()}}),
+    )
+    .await;
+    let result = &missing["result"];
+    assert_eq!(result["isError"], true, "{missing:#}");
+    let error = &result["structuredContent"]["error"];
+    assert_eq!(error["code"], "not_found", "{missing:#}");
+    assert!(error["message"].as_str().unwrap().contains("document"));
+    assert_eq!(error["retryable"], false);
+}

@@ -18,6 +18,7 @@ use data_plane_registry::{
     Callbacks, ChannelCallbacks, OfferedTool, Registry, ToolContext, ToolError, ToolEvent,
     ToolMode, ToolResult, forward_events,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -56,7 +57,7 @@ pub struct ChatRequest {
 }
 
 /// Why a run ended with an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// The model answered without calling a tool.

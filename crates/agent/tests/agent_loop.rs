@@ -151,6 +151,7 @@ fn registry(journal: &Arc<Journal>) -> Arc<Registry> {
                 journal: journal.clone(),
             }),
             args_schema: json!({}),
+            output_schema: None,
         })
         .collect();
     let definitions = tools.iter().map(|n| definition(n)).collect();

@@ -116,6 +116,7 @@ fn entry(name: &'static str, handler: Arc<dyn ToolHandler>) -> HandlerEntry {
         asks: None,
         handler,
         args_schema: json!({}),
+        output_schema: None,
     }
 }
 

@@ -443,6 +443,7 @@ fn registry() -> Arc<Registry> {
             asks: None,
             handler: Arc::new(Echo(name)),
             args_schema: json!({}),
+            output_schema: None,
         })
         .collect();
     let definitions = offered

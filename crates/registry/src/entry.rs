@@ -260,6 +260,9 @@ pub struct ToolEntry {
     /// The tool's own rule for asking a person (see `HandlerEntry::asks`).
     pub asks: Option<AsksFn>,
     pub args_schema: Value,
+    /// JSON Schema of what a successful call returns (an object), where
+    /// the tool declares one: MCP's outputSchema.
+    pub output_schema: Option<Arc<Value>>,
     /// The tool's one-line form for models without function calling,
     /// checked and compiled at start-up.
     pub tag: Option<Tag>,
@@ -401,6 +404,9 @@ pub struct HandlerEntry {
     /// JSON Schema of the handler's argument type, compared with the
     /// definition by a test.
     pub args_schema: Value,
+    /// JSON Schema of the handler's output type (what a successful call's
+    /// `data` holds), checked when the registry is built: an object.
+    pub output_schema: Option<Value>,
 }
 
 impl std::fmt::Debug for HandlerEntry {

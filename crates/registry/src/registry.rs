@@ -266,6 +266,16 @@ impl Registry {
                     other.handler_file
                 ));
             }
+            let output_schema = match h.output_schema {
+                Some(schema) => match output_schema_problem(&schema) {
+                    Some(problem) => {
+                        problems.push(format!("{}: {problem}", h.file));
+                        None
+                    }
+                    None => Some(Arc::new(schema)),
+                },
+                None => None,
+            };
             tools.push(ToolEntry {
                 name: h.name.to_string(),
                 definition: Arc::new(definition),
@@ -279,6 +289,7 @@ impl Registry {
                 shape: h.shape,
                 asks: h.asks,
                 args_schema: h.args_schema,
+                output_schema,
                 tag,
                 handler: h.handler,
                 validator,
@@ -610,6 +621,22 @@ impl Registry {
 }
 
 /// Agent profiles live in an `agents/` folder beside the definitions.
+/// What is wrong with a handler's output schema, if anything: it must be
+/// valid JSON Schema and describe an object (MCP's structured content is
+/// one).
+fn output_schema_problem(schema: &Value) -> Option<String> {
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        return Some(format!("its output schema is not valid JSON Schema: {e}"));
+    }
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Some(format!(
+            "its output schema must describe an object, not {}",
+            schema.get("type").unwrap_or(&Value::Null)
+        ));
+    }
+    None
+}
+
 fn is_profile_file(def: &DefinitionFile) -> bool {
     std::path::Path::new(&def.file)
         .parent()

@@ -145,6 +145,8 @@ impl ToolEntry {
             shape: None,
             asks: None,
             args_schema: parameters,
+            // A module's manifest says nothing of what its tools return.
+            output_schema: None,
             tag: None,
             handler,
             validator,

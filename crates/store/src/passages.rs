@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use pgvector::Vector;
+use schemars::JsonSchema;
 use serde::Serialize;
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, Encode, Postgres, Type};
@@ -77,7 +78,7 @@ impl ChunkFilters {
 }
 
 /// How the vector side finds its neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VectorStrategy {
     /// Exact when the scope is small, else the index with the exact path
@@ -256,7 +257,7 @@ fn to_hits(rows: Vec<(i64, f64)>) -> Vec<VectorHit> {
 }
 
 /// A chunk as search results show it, with its document and source.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
 pub struct FoundChunk {
     #[serde(rename = "chunk_id")]
     pub id: i64,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
@@ -46,7 +47,7 @@ const MAX_SNIPPET_CHARS: usize = 600;
 
 /// The providers this crate speaks to; also web_search's setting, by which
 /// an admin chooses one (SearXNG unless chosen otherwise).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// A SearXNG instance (self-hosted, no key).
@@ -242,7 +243,7 @@ fn site_domain(site: &str) -> Option<String> {
 }
 
 /// One result, as the tool returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct SearchHit {
     pub title: String,
     pub url: String,

@@ -772,7 +772,7 @@ fn mcp_tool(entry: &ToolEntry, ctx: &ToolContext) -> Result<Tool, serde_json::Er
         open_world,
         ..
     } = entry.annotations;
-    serde_json::from_value(json!({
+    let mut tool = json!({
         "name": name,
         "title": title,
         "description": definition["description"],
@@ -784,7 +784,11 @@ fn mcp_tool(entry: &ToolEntry, ctx: &ToolContext) -> Result<Tool, serde_json::Er
             "idempotentHint": idempotent,
             "openWorldHint": open_world,
         },
-    }))
+    });
+    if let Some(output) = &entry.output_schema {
+        tool["outputSchema"] = Value::clone(output);
+    }
+    serde_json::from_value(tool)
 }
 
 /// `search_documents` → "Search documents"; a remote module's tool keeps

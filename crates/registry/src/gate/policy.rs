@@ -346,6 +346,7 @@ mod tests {
             asks: None,
             handler: Arc::new(Nothing),
             args_schema: json!({}),
+            output_schema: None,
         };
         let file = DefinitionFile {
             file: format!("definitions/{name}.json"),

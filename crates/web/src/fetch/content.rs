@@ -3,6 +3,7 @@
 //! `<meta>`, else detected), readable extraction of HTML and PDF text;
 //! plain text and JSON as they are.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use url::Url;
 
@@ -14,7 +15,7 @@ use crate::WebError;
 use crate::extract::{self, Link, Metadata};
 
 /// What a response held, as the fetcher read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Html,

@@ -7,6 +7,7 @@
 mod content;
 mod markdown;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use url::Url;
 
@@ -25,7 +26,7 @@ pub struct Page {
 }
 
 /// Metadata from the page's own tags and structured data.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 pub struct Metadata {
     pub title: Option<String>,
     pub byline: Option<String>,
@@ -36,7 +37,7 @@ pub struct Metadata {
 }
 
 /// A link of the main content.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Link {
     pub text: String,
     pub url: String,
