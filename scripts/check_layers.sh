@@ -15,10 +15,11 @@
 #    store (crates/store/src) and in the tool handlers (handlers/src); the
 #    binary and every other crate call the store.
 # 7. The binary's HTTP layer has no circles: a route module of
-#    apps/data-plane/src/http imports the HTTP infrastructure (HTTP_INFRA)
-#    and the crate's own modules, never another route module; the
-#    infrastructure imports no route; and outside http/ only the CLI (which
-#    starts the server) names `crate::http`.
+#    apps/data-plane/src/http (a file, or a file with a folder of its own
+#    parts, like mcp.rs and mcp/) imports the HTTP infrastructure
+#    (HTTP_INFRA) and the crate's own modules, never another route module;
+#    the infrastructure imports no route; and outside http/ only the CLI
+#    (which starts the server) names `crate::http`.
 #
 # Any cargo error, a crate missing from LAYER or a LAYER entry that is not a
 # workspace crate stops the check with a failure: nothing passes unchecked.
@@ -159,6 +160,19 @@ for file in "$http"/*.rs; do
     while IFS= read -r hit; do
         fail "$file imports a route module: $hit (route modules share only the HTTP infrastructure: ${HTTP_INFRA[*]})"
     done < <(grep -nE "$route_pattern" "$file" | grep -vE "::$name\b" || true)
+done
+# A route's own parts (http/NAME/*.rs) reach the rest through crate::http
+# or super::super; their super is the route itself.
+parts_pattern="(super::super|crate::http)::(\{[^}]*\b)?($(IFS='|'; echo "${routes[*]}"))\b"
+for dir in "$http"/*/; do
+    [[ -d "$dir" ]] || continue
+    name=$(basename "$dir")
+    [[ " ${routes[*]} " == *" $name "* ]] || fail "$dir is the folder of no route module ($http/$name.rs)"
+    for file in "$dir"*.rs; do
+        while IFS= read -r hit; do
+            fail "$file imports a route module: $hit (route modules share only the HTTP infrastructure: ${HTTP_INFRA[*]})"
+        done < <(grep -nE "$parts_pattern" "$file" | grep -vE "::$name\b" || true)
+    done
 done
 while IFS= read -r hit; do
     fail "outside http/, only the CLI may name crate::http: $hit"

@@ -271,6 +271,63 @@ async fn a_call_the_gate_asks_about_needs_approval_and_does_not_run() {
     assert_eq!(w.audited_gate("call-ask").await.as_deref(), Some("ask"));
 }
 
+/// A client that asked for a call's log lines hears the gate's decision,
+/// at a level that says how much it matters.
+#[tokio::test]
+async fn the_gates_decision_is_a_log_line_of_the_call() {
+    use data_plane_registry::{ChannelCallbacks, LogLevel, Report};
+    let w = World::new().await;
+    let cases = [
+        (
+            Ok(GateDecision::Allow),
+            LogLevel::Info,
+            "the eval gate allowed the call",
+        ),
+        (
+            Ok(GateDecision::Deny {
+                reason: "flagged".into(),
+            }),
+            LogLevel::Warning,
+            "gated was blocked by the eval gate: flagged",
+        ),
+        (
+            Ok(GateDecision::Ask {
+                reason: "a person reviews it".into(),
+            }),
+            LogLevel::Notice,
+            "the eval gate asks a person to approve the call: a person reviews it",
+        ),
+        (
+            Err(GateError::new("down")),
+            LogLevel::Warning,
+            "the eval gate could not judge the call (it failed or did not answer in time); the call runs",
+        ),
+    ];
+    for (i, (answer, level, message)) in cases.into_iter().enumerate() {
+        let registry = w.registry(Some(Fixed::new(answer)));
+        let (callbacks, mut reports) = ChannelCallbacks::<Report>::channel();
+        let call_id = format!("call-log-{i}");
+        registry
+            .execute_tool(
+                "gated",
+                json!({ "url": "https://example.org/" }),
+                &w.ctx(&call_id),
+                &callbacks,
+            )
+            .await;
+        let mut lines = Vec::new();
+        while let Ok(report) = reports.try_recv() {
+            if let Report::Log(line) = report {
+                assert_eq!(line.call_id, call_id);
+                lines.push((line.level, line.message));
+            }
+        }
+        // Started, the gate, then how it ended.
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[1], (level, message.to_string()), "{lines:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_gate_that_fails_lets_the_call_run() {
     let w = World::new().await;

@@ -1818,7 +1818,8 @@ async fn a_retried_call_is_one_call_with_one_id_one_result_and_one_audit_row() {
     let definitions = handlers.iter().map(|h| valid(h.name)).collect();
     let registry = Registry::build(definitions, handlers, Arc::new(ledger.clone())).unwrap();
 
-    let (callbacks, mut events) = data_plane_registry::ChannelCallbacks::new();
+    let (callbacks, mut reports) =
+        data_plane_registry::ChannelCallbacks::<data_plane_registry::Report>::channel();
     let ctx = w
         .ctx(w.alice, None)
         .with_call_id("call-retried")
@@ -1830,10 +1831,36 @@ async fn a_retried_call_is_one_call_with_one_id_one_result_and_one_audit_row() {
     assert_eq!(r.attempts, 2);
     assert_eq!(r.data.as_ref().unwrap()["run"], 2);
     assert_eq!(serde_json::to_value(&r).unwrap()["attempts"], 2);
-    let mut seen = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        seen.push(serde_json::to_value(&event).unwrap());
+    let (mut seen, mut logs) = (Vec::new(), Vec::new());
+    while let Ok(report) = reports.try_recv() {
+        match report {
+            data_plane_registry::Report::Event(event) => {
+                seen.push(serde_json::to_value(&event).unwrap())
+            }
+            data_plane_registry::Report::Log(line) => {
+                assert_eq!(line.call_id, "call-retried");
+                assert_eq!(line.tool, "flaky");
+                logs.push((line.level, line.message));
+            }
+        }
     }
+    // What a client that asked for logs hears: the start, the retry and
+    // why, the end after two attempts.
+    use data_plane_registry::LogLevel;
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    assert_eq!(logs[0], (LogLevel::Info, "flaky started".to_string()));
+    assert_eq!(
+        logs[1],
+        (
+            LogLevel::Warning,
+            "the backend is briefly away; retrying once".to_string()
+        )
+    );
+    assert_eq!(logs[2].0, LogLevel::Info);
+    assert!(
+        logs[2].1.starts_with("flaky finished in ") && logs[2].1.ends_with(" after 2 attempts"),
+        "{logs:?}"
+    );
     let kinds: Vec<(&str, &str)> = seen
         .iter()
         .map(|e| (e["type"].as_str().unwrap(), e["call_id"].as_str().unwrap()))

@@ -368,6 +368,33 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
             json!({"name": "summarise_document", "arguments": {"document": id.to_string()}}),
         ));
     }
+    // By path, and a range by path, the way the resource templates name
+    // documents.
+    let b_paths = [
+        format!("{PROBE}/{LEAK}-plan.md"),
+        format!("{PROBE}/{LEAK}-ledger.csv"),
+    ];
+    for path in &b_paths {
+        for space in [None, Some(w.space_a), Some(w.space_b)] {
+            for uri in [
+                format!("data-plane://spaces/{}/paths/{path}", w.space_b),
+                format!(
+                    "data-plane://spaces/{}/paths/{path}?start=0&end=40",
+                    w.space_b
+                ),
+                format!("data-plane://spaces/{}/paths/{path}", w.space_a),
+            ] {
+                mcp.push((space, "resources/read", json!({"uri": uri})));
+            }
+        }
+    }
+    mcp.push((
+        Some(w.space_b),
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "data-plane://spaces/{space_id}/paths/{+path}"},
+               "argument": {"name": "path", "value": PROBE}}),
+    ));
+    mcp.push((Some(w.space_b), "resources/templates/list", json!({})));
     mcp.push((None, "resources/read", json!({"uri": a_with_b})));
     mcp.push((Some(w.space_b), "resources/list", json!({})));
     mcp.push((
@@ -392,6 +419,31 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
             attempt.body
         );
         attempts.push(attempt);
+    }
+
+    // Completing a template's path in B, named as the space already chosen,
+    // from A's endpoint and from one without a space: nothing of B's.
+    for space in [None, Some(w.space_a)] {
+        for argument in ["path", "space_id"] {
+            let body = json!({"jsonrpc": "2.0", "id": "complete", "method": "completion/complete",
+            "params": {
+                "ref": {"type": "ref/resource",
+                        "uri": "data-plane://spaces/{space_id}/paths/{+path}{?start,end}"},
+                "argument": {"name": argument, "value": ""},
+                "context": {"arguments": {"space_id": w.space_b.to_string()}},
+            }});
+            let what = format!("MCP completion/complete of {argument} in B from {space:?}");
+            let attempt = send(what, mcp_request(&http, &w.base, &token, space, body)).await;
+            assert!(
+                attempt.body.contains(r#""result""#)
+                    && !attempt.body.contains(PROBE)
+                    && !attempt.body.contains(&w.space_b.to_string()),
+                "{}: {}",
+                attempt.what,
+                attempt.body
+            );
+            attempts.push(attempt);
+        }
     }
 
     // Every route that reads or writes a space's data, aimed at B.

@@ -337,8 +337,27 @@ async fn rpc_as(
     token: &str,
     query: &str,
     method: &str,
-    mut params: Value,
+    params: Value,
 ) -> Value {
+    let messages = rpc_messages(version, base, token, query, method, params).await;
+    messages
+        .iter()
+        .find(|m| m["id"] == 7)
+        .cloned()
+        .unwrap_or_else(|| panic!("no answer to {method} in {messages:?}"))
+}
+
+/// Every message of the answer to one request under `version` (the
+/// notifications on its stream, then the answer), as [`rpc_as`] sends it;
+/// `params["_meta"]` is kept, merged with what the version asks for.
+async fn rpc_messages(
+    version: &str,
+    base: &str,
+    token: &str,
+    query: &str,
+    method: &str,
+    mut params: Value,
+) -> Vec<Value> {
     let mut request = reqwest::Client::new()
         .post(format!("{base}/mcp{query}"))
         .bearer_auth(token)
@@ -346,11 +365,24 @@ async fn rpc_as(
         .header("mcp-protocol-version", version);
     if version >= "2026-07-28" {
         request = request.header("mcp-method", method);
-        params["_meta"] = json!({
+        // What the method names (a tool, a prompt, a resource, a task).
+        let named = ["name", "uri", "taskId"]
+            .iter()
+            .find_map(|key| params.get(*key).and_then(Value::as_str));
+        if let Some(name) = named {
+            request = request.header("mcp-name", name);
+        }
+        let mut meta = json!({
             "io.modelcontextprotocol/protocolVersion": version,
             "io.modelcontextprotocol/clientInfo": {"name": "version-test", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {},
         });
+        if let Some(given) = params.get("_meta").and_then(Value::as_object) {
+            for (key, value) in given {
+                meta[key] = value.clone();
+            }
+        }
+        params["_meta"] = meta;
     }
     let body = request
         .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
@@ -367,8 +399,7 @@ async fn rpc_as(
         .chain(std::iter::once(body.as_str()));
     answers
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|m| m["id"] == 7)
-        .unwrap_or_else(|| panic!("no answer to {method} in {body:?}"))
+        .collect()
 }
 
 /// The endpoint speaks 2025-06-18 and 2025-11-25 (with `initialize`) and
@@ -953,4 +984,334 @@ async fn every_tool_declares_its_output_and_each_result_validates_against_it() {
     assert_eq!(error["code"], "not_found", "{missing:#}");
     assert!(error["message"].as_str().unwrap().contains("document"));
     assert_eq!(error["retryable"], false);
+}
+
+/// The `notifications/message` lines among a call's messages: (level,
+/// message).
+fn log_lines(messages: &[Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| {
+            assert_eq!(m["params"]["logger"], "data-plane", "{m}");
+            (
+                m["params"]["level"].as_str().unwrap().to_string(),
+                m["params"]["data"]["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A caller hears what happens inside its calls at the level it asked for:
+/// with `logging/setLevel` (kept for the caller on every replica, since the
+/// endpoint has no session), or from 2026-07-28 on in each request's
+/// `_meta`; nothing when it asked for nothing.
+#[tokio::test]
+async fn a_call_logs_its_steps_at_the_level_the_client_asked_for() {
+    let model = FakeModel::start().await;
+    let server = common::guide_server("logs@example.com", model.base_url(), false).await;
+    let (base, token) = (&server.base, &server.token);
+    let in_space = format!("?spaceId={}", server.space);
+    let good = json!({"name": "document_info", "arguments": {"document_id": server.doc}});
+    let bad = json!({"name": "document_info", "arguments": {"document_id": uuid::Uuid::nil()}});
+    let call = async |version: &str, params: &Value| {
+        let messages = rpc_messages(
+            version,
+            base,
+            token,
+            &in_space,
+            "tools/call",
+            params.clone(),
+        )
+        .await;
+        let answer = messages.iter().find(|m| m["id"] == 7).unwrap();
+        assert!(answer["result"].is_object(), "{answer}");
+        log_lines(&messages)
+    };
+
+    let init = rpc(
+        base,
+        token,
+        &in_space,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "logs-test", "version": "1"}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["logging"].is_object(),
+        "{init}"
+    );
+    // Nothing asked for, nothing sent.
+    assert_eq!(call("2025-06-18", &good).await, []);
+
+    let set = rpc(
+        base,
+        token,
+        "",
+        "logging/setLevel",
+        json!({"level": "info"}),
+    )
+    .await;
+    assert_eq!(set["result"], json!({}), "{set}");
+    let lines = call("2025-06-18", &good).await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0], ("info".into(), "document_info started".into()));
+    assert_eq!(lines[1].0, "info");
+    assert!(
+        lines[1].1.starts_with("document_info finished in "),
+        "{lines:?}"
+    );
+
+    // Kept for the caller, on another replica too: the level is in the
+    // database, not in this process.
+    let second = common::serve(common::state(
+        server.test.db.clone(),
+        common::embedder(),
+        common::jwt(),
+    ))
+    .await;
+    let lines = rpc_messages(
+        "2025-11-25",
+        &second,
+        token,
+        &in_space,
+        "tools/call",
+        good.clone(),
+    )
+    .await;
+    assert_eq!(log_lines(&lines).len(), 2, "{lines:?}");
+
+    // At `error`, only what failed.
+    rpc(
+        base,
+        token,
+        "",
+        "logging/setLevel",
+        json!({"level": "error"}),
+    )
+    .await;
+    assert_eq!(call("2025-06-18", &good).await, []);
+    let lines = call("2025-06-18", &bad).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0].0, "error");
+    assert!(
+        lines[0].1.starts_with("document_info failed: "),
+        "{lines:?}"
+    );
+
+    // 2026-07-28: the request says its level; the one kept by
+    // logging/setLevel is for handshake-era requests only.
+    let modern = |level: Option<&str>, params: &Value| {
+        let mut params = params.clone();
+        if let Some(level) = level {
+            params["_meta"] = json!({"io.modelcontextprotocol/logLevel": level});
+        }
+        params
+    };
+    assert_eq!(call("2026-07-28", &modern(None, &bad)).await, []);
+    let lines = call("2026-07-28", &modern(Some("debug"), &good)).await;
+    assert_eq!(
+        lines
+            .iter()
+            .map(|(level, _)| level.as_str())
+            .collect::<Vec<_>>(),
+        ["info", "info"],
+        "{lines:?}"
+    );
+    // A bad level is refused by the protocol, not stored.
+    let wrong = rpc(
+        base,
+        token,
+        "",
+        "logging/setLevel",
+        json!({"level": "loud"}),
+    )
+    .await;
+    assert!(wrong["error"].is_object(), "{wrong}");
+}
+
+/// The resource templates name a document by its path, and a range of its
+/// characters; their arguments complete as one types.
+#[tokio::test]
+async fn templates_name_a_document_by_path_and_a_range_of_it() {
+    use data_plane_ingest::pipeline::{Pipeline, Target};
+    use data_plane_store::content::{self, SourceKind};
+    let model = FakeModel::start().await;
+    let server = common::guide_server("templates@example.com", model.base_url(), false).await;
+    let (base, token) = (&server.base, &server.token);
+    let space = server.space;
+    let in_space = format!("?spaceId={space}");
+    let db = &server.test.db;
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let source = content::ensure_source(&mut tx, space, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let text = "Autovacuum tuning: lower the cost delay when workers fall behind.";
+    Pipeline::new(db.clone(), common::embedder())
+        .ingest_file(
+            data_plane_store::Scope::System,
+            Target {
+                space_id: space,
+                source_id: source.id,
+            },
+            "tuning/café notes.txt",
+            text.as_bytes(),
+        )
+        .await
+        .unwrap();
+
+    let listed = rpc(
+        base,
+        token,
+        &in_space,
+        "resources/templates/list",
+        json!({}),
+    )
+    .await;
+    let templates = listed["result"]["resourceTemplates"].as_array().unwrap();
+    let uris: Vec<&str> = templates
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "data-plane://spaces/{space_id}/paths/{+path}",
+            "data-plane://spaces/{space_id}/paths/{+path}{?start,end}",
+        ],
+        "{listed}"
+    );
+    assert!(templates.iter().all(|t| t["mimeType"] == "text/plain"));
+
+    let read = async |uri: String| {
+        let answer = rpc(
+            base,
+            token,
+            &in_space,
+            "resources/read",
+            json!({"uri": uri}),
+        )
+        .await;
+        answer["result"]["contents"][0].clone()
+    };
+    // By path, as the template expands it (what {+path} leaves encoded).
+    let by_path = read(format!(
+        "data-plane://spaces/{space}/paths/tuning/caf%C3%A9%20notes.txt"
+    ))
+    .await;
+    assert_eq!(by_path["text"], text, "{by_path}");
+    assert!(by_path.get("_meta").is_none(), "{by_path}");
+    let guide = read(format!(
+        "data-plane://spaces/{space}/paths/guides/vacuum.md"
+    ))
+    .await;
+    let by_id = read(format!(
+        "data-plane://spaces/{space}/documents/{}",
+        server.doc
+    ))
+    .await;
+    assert_eq!(guide["text"], by_id["text"]);
+    // A range: the characters cited, and where they lie.
+    let range = read(format!(
+        "data-plane://spaces/{space}/paths/tuning/caf%C3%A9%20notes.txt?start=11&end=17"
+    ))
+    .await;
+    assert_eq!(range["text"], "tuning", "{range}");
+    let total = text.chars().count();
+    assert_eq!(
+        range["_meta"],
+        json!({"start": 11, "end": 17, "totalChars": total}),
+        "{range}"
+    );
+    // From an offset to the end, and past the end.
+    let tail = read(format!(
+        "data-plane://spaces/{space}/paths/tuning/caf%C3%A9%20notes.txt?start=53"
+    ))
+    .await;
+    assert_eq!(tail["text"], "fall behind.", "{tail}");
+    let past = read(format!(
+        "data-plane://spaces/{space}/paths/tuning/caf%C3%A9%20notes.txt?start=53&end=5000"
+    ))
+    .await;
+    assert_eq!(past["text"], "fall behind.", "{past}");
+    assert!(past["_meta"].get("truncated").is_none(), "{past}");
+    // Wrong ranges and paths are the client's mistakes, named.
+    for (uri, code, says) in [
+        (
+            format!("data-plane://spaces/{space}/paths/guides/vacuum.md?start=9&end=3"),
+            -32602,
+            "ends",
+        ),
+        (
+            format!("data-plane://spaces/{space}/paths/guides/nothing.md"),
+            -32002,
+            "no document at",
+        ),
+        (
+            format!("data-plane://spaces/{space}/paths/guides/vacuum.md?lines=3"),
+            -32602,
+            "not start or end",
+        ),
+    ] {
+        let answer = rpc(
+            base,
+            token,
+            &in_space,
+            "resources/read",
+            json!({"uri": uri}),
+        )
+        .await;
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+
+    // Completion: the space, then the path as it is typed (case aside).
+    let complete = async |template: &str, argument: &str, value: &str, context: Value| {
+        let answer = rpc(
+            base,
+            token,
+            &in_space,
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": template},
+                   "argument": {"name": argument, "value": value},
+                   "context": {"arguments": context}}),
+        )
+        .await;
+        answer["result"]["completion"]["values"].clone()
+    };
+    let template = "data-plane://spaces/{space_id}/paths/{+path}{?start,end}";
+    assert_eq!(
+        complete(template, "space_id", "", json!({})).await,
+        json!([space.to_string()])
+    );
+    assert_eq!(
+        complete(
+            template,
+            "path",
+            "TUN",
+            json!({"space_id": space.to_string()})
+        )
+        .await,
+        json!(["tuning/café notes.txt"])
+    );
+    assert_eq!(
+        complete(template, "path", "", json!({})).await,
+        json!(["guides/vacuum.md", "tuning/café notes.txt"])
+    );
+    assert_eq!(complete(template, "start", "1", json!({})).await, json!([]));
+    let unknown = rpc(
+        base,
+        token,
+        &in_space,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "data-plane://nothing/{x}"},
+               "argument": {"name": "x", "value": ""}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }

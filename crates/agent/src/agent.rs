@@ -15,7 +15,7 @@ use async_openai::types::chat::{
     CreateChatCompletionRequest, FinishReason as ModelFinish, FunctionCall,
 };
 use data_plane_registry::{
-    Callbacks, ChannelCallbacks, OfferedTool, Registry, ToolContext, ToolError, ToolEvent,
+    Callbacks, ChannelCallbacks, OfferedTool, Registry, Report, ToolContext, ToolError, ToolEvent,
     ToolMode, ToolResult, forward_events,
 };
 use schemars::JsonSchema;
@@ -657,15 +657,21 @@ impl Agent {
                     end += 1;
                 }
             }
-            let (callbacks, events) = ChannelCallbacks::new();
+            let (callbacks, reports) = ChannelCallbacks::<Report>::channel();
             let batch = futures::future::join_all(
                 calls[start..end]
                     .iter()
                     .map(|call| self.execute_one(call, ctx, &callbacks)),
             );
-            let batch_results = forward_events(batch, events, |event| sink.emit(event.into()))
-                .await
-                .ok_or(AgentError::Cancelled)?;
+            let batch_results = forward_events(batch, reports, |report| match report {
+                Report::Event(event) => sink.emit(event.into()),
+                Report::Log(line) => {
+                    sink.log(line);
+                    Box::pin(std::future::ready(true))
+                }
+            })
+            .await
+            .ok_or(AgentError::Cancelled)?;
             results.extend(batch_results);
             start = end;
         }
@@ -680,7 +686,7 @@ impl Agent {
         &self,
         call: &PlannedCall,
         ctx: &ToolContext,
-        callbacks: &ChannelCallbacks,
+        callbacks: &ChannelCallbacks<Report>,
     ) -> ToolResult {
         let args = match &call.arguments {
             Ok(args) => args,

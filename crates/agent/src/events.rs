@@ -2,7 +2,7 @@
 //! channel to the client's stream, or a parent agent's callbacks.
 
 use async_trait::async_trait;
-use data_plane_registry::{Callbacks, ToolEvent};
+use data_plane_registry::{CallLog, Callbacks, ToolEvent};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -188,6 +188,11 @@ pub trait EventSink: Send + Sync {
     /// Delivers one event, waiting while the reader is behind. `false`: no
     /// one reads any more, and the run stops.
     async fn emit(&self, event: AgentEvent) -> bool;
+
+    /// A line about one of the run's tool calls (`Callbacks::log`);
+    /// dropped unless the sink hands logs on (a sub-agent's, to its
+    /// parent call).
+    fn log(&self, _line: CallLog) {}
 }
 
 /// A bounded channel: a slow client slows its own run only, and a client
@@ -234,5 +239,9 @@ impl EventSink for SubAgentSink<'_> {
             self.parent.emit(event);
         }
         true
+    }
+
+    fn log(&self, line: CallLog) {
+        self.parent.log(line);
     }
 }

@@ -1,6 +1,8 @@
 //! What a tool call reports while it runs: one [`ToolEvent`] type, and the
 //! one callback through which every event travels. Each event becomes an
-//! event on the client's stream.
+//! event on the client's stream. Beside the events, a call says in
+//! [`CallLog`] lines what the pipeline decided (its start, the gate, a
+//! retry, its end), for clients that asked to hear them (MCP's logging).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -162,10 +164,43 @@ impl ToolEvent {
     }
 }
 
-/// Receives a call's events. None may block: an implementation hands the
-/// event on (or drops it) and returns.
+/// How much a [`CallLog`] line matters, least first: the syslog levels,
+/// as MCP's logging names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// One line about what happened inside a call: what the pipeline decided,
+/// in words the caller may read (nothing an operator's log alone should
+/// hold: no addresses, no SQL).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallLog {
+    pub level: LogLevel,
+    pub call_id: String,
+    pub tool: String,
+    pub message: String,
+    /// The call a sub-agent made this one in, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_call_id: Option<String>,
+}
+
+/// Receives a call's events, and its log lines where the receiver wants
+/// them. None may block: an implementation hands the event on (or drops
+/// it) and returns.
 pub trait Callbacks: Send + Sync {
     fn emit(&self, event: ToolEvent);
+
+    /// A line about the call; dropped unless the receiver hands logs on.
+    fn log(&self, _line: CallLog) {}
 }
 
 /// Ignores everything (plain JSON execution).
@@ -176,41 +211,93 @@ impl Callbacks for NoCallbacks {
     fn emit(&self, _event: ToolEvent) {}
 }
 
-/// Forwards every event into an unbounded channel, so a slow reader never
-/// holds up the tool; a closed receiver drops events.
+/// What a call reports: an event, or a log line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    Event(ToolEvent),
+    Log(CallLog),
+}
+
+/// What a [`ChannelCallbacks`] channel carries: events alone
+/// ([`ToolEvent`]), or events and log lines ([`Report`]).
+pub trait Reported: Send + 'static {
+    fn event(event: ToolEvent) -> Self;
+    /// `None`: this channel drops log lines.
+    fn log(line: CallLog) -> Option<Self>
+    where
+        Self: Sized;
+}
+
+impl Reported for ToolEvent {
+    fn event(event: ToolEvent) -> Self {
+        event
+    }
+    fn log(_line: CallLog) -> Option<Self> {
+        None
+    }
+}
+
+impl Reported for Report {
+    fn event(event: ToolEvent) -> Self {
+        Report::Event(event)
+    }
+    fn log(line: CallLog) -> Option<Self> {
+        Some(Report::Log(line))
+    }
+}
+
+/// Forwards every event (and, carrying [`Report`]s, every log line) into an
+/// unbounded channel, so a slow reader never holds up the tool; a closed
+/// receiver drops them.
 #[derive(Debug, Clone)]
-pub struct ChannelCallbacks {
-    tx: mpsc::UnboundedSender<ToolEvent>,
+pub struct ChannelCallbacks<R = ToolEvent> {
+    tx: mpsc::UnboundedSender<R>,
 }
 
 impl ChannelCallbacks {
+    /// Callbacks whose channel carries the events alone.
     pub fn new() -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
+        Self::channel()
+    }
+}
+
+impl<R: Reported> ChannelCallbacks<R> {
+    /// Callbacks whose channel carries `R`: `ChannelCallbacks::<Report>::channel()`
+    /// for the events and the log lines.
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<R>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (ChannelCallbacks { tx }, rx)
     }
 }
 
-impl Callbacks for ChannelCallbacks {
+impl<R: Reported> Callbacks for ChannelCallbacks<R> {
     fn emit(&self, event: ToolEvent) {
         // The reader went away (client disconnected): nothing to deliver to.
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(R::event(event));
+    }
+
+    fn log(&self, line: CallLog) {
+        if let Some(report) = R::log(line) {
+            let _ = self.tx.send(report);
+        }
     }
 }
 
 /// The one event pump: drives `work` (calls that report through the
-/// [`ChannelCallbacks`] whose receiver is `events`) and hands each event to
-/// `forward` as it is reported, in order; once `work` returns, what it
-/// reported before returning is forwarded too, so nothing is lost or
-/// reordered. `forward` answering false (its reader gone) stops at once:
-/// `work` is dropped, which cancels what it started, and `None` returned.
+/// [`ChannelCallbacks`] whose receiver is `events`) and hands each event
+/// (or report) to `forward` as it is reported, in order; once `work`
+/// returns, what it reported before returning is forwarded too, so nothing
+/// is lost or reordered. `forward` answering false (its reader gone) stops
+/// at once: `work` is dropped, which cancels what it started, and `None`
+/// returned.
 ///
 /// The agent (a batch of calls), executeTool's event stream and MCP's
-/// progress notifications all run their calls through here
+/// progress and log notifications all run their calls through here
 /// ([`crate::Registry::execute_streaming`] for one call).
-pub async fn forward_events<T, Sent>(
+pub async fn forward_events<T, R, Sent>(
     work: impl Future<Output = T>,
-    mut events: mpsc::UnboundedReceiver<ToolEvent>,
-    mut forward: impl FnMut(ToolEvent) -> Sent,
+    mut events: mpsc::UnboundedReceiver<R>,
+    mut forward: impl FnMut(R) -> Sent,
 ) -> Option<T>
 where
     Sent: Future<Output = bool>,

@@ -24,7 +24,10 @@ pub mod suggest;
 mod tag;
 
 pub use approval::{Approval, ApprovalRequest, ApprovalRules, Approver};
-pub use callbacks::{Callbacks, ChannelCallbacks, NoCallbacks, ToolEvent, forward_events};
+pub use callbacks::{
+    CallLog, Callbacks, ChannelCallbacks, LogLevel, NoCallbacks, Report, Reported, ToolEvent,
+    forward_events,
+};
 pub use context::{Deployment, SideEffects, ToolContext};
 pub use discovery::META_TOOLS;
 pub use discovery::OfferedTool;

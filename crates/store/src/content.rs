@@ -448,6 +448,16 @@ pub async fn document_entries(
     .await?)
 }
 
+/// Up to `limit` ids of the spaces `tx`'s scope may read, in id order.
+pub async fn readable_space_ids(tx: &mut ScopedTx, limit: i64) -> Result<Vec<Uuid>, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM spaces ORDER BY id LIMIT $1")
+            .bind(limit)
+            .fetch_all(&mut **tx)
+            .await?,
+    )
+}
+
 /// Up to `limit` documents of a space that `tx`'s scope may read whose
 /// path is `path` (`prefix` false) or starts with it, case aside (`prefix`
 /// true: what completion offers as one types), in (path, id) order.

@@ -8,6 +8,7 @@ mod error;
 pub mod identity;
 pub mod index_log;
 pub mod listen;
+pub mod log_levels;
 pub mod migrate;
 pub mod modules;
 pub mod passages;

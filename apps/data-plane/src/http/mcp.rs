@@ -1,8 +1,12 @@
 //! `/mcp`: the Model Context Protocol over its Streamable HTTP transport
 //! (docs/mcp.md). The protocol's own SDK (rmcp) frames JSON-RPC, negotiates
-//! the version and streams replies; this file answers `tools/list` and
-//! `tools/call` with the registry, for the caller of the request's bearer
-//! token, in the space and under the agent profile the URL names.
+//! the version and streams replies; this module answers for the caller of
+//! the request's bearer token, in the space and under the agent profile
+//! the URL names: tools from the registry (`tools`), the space's documents
+//! as resources (`resources`), the chat agent's instructions as prompts
+//! (`prompts`), log lines of a call at the level the client asked for
+//! (`logging`), and long calls as tasks that outlive the request
+//! (`tasks`).
 //!
 //! The endpoint is stateless: no session lives on a replica, so any replica
 //! answers any request. A call's ToolEvents (analyze_document's sub-agent
@@ -12,35 +16,33 @@
 //! request of its own, possibly at another replica, is accepted and has no
 //! call to reach: clients of the current revision close the stream.)
 
+mod logging;
+mod prompts;
+mod resources;
+mod tools;
+
 use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use data_plane_agent::prompt::{PromptFacts, PromptTool};
-use data_plane_registry::{Annotations, ErrorCode, NoCallbacks, ToolContext, ToolEntry, ToolEvent};
-use data_plane_store::Scope;
-use data_plane_store::content::{self, DocumentEntry};
+use data_plane_registry::ToolContext;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, EmbeddedResource, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, InitializeResult, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
-    PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Reference, Resource, ResourceContents, Role, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::context::{context, default_profile, require_member, space_facts, with_profile};
+use super::context::{context, default_profile, require_member, with_profile};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -171,177 +173,6 @@ impl McpServer {
         let agent = query.agent.as_deref().unwrap_or(default_profile(&caller));
         with_profile(&self.state, &caller, ctx, agent, "agent").map_err(refused)
     }
-
-    /// Up to `limit` documents of `space` that the caller may read, in
-    /// path order: a page, or those at (or beginning with) a path.
-    async fn entries(
-        &self,
-        ctx: &ToolContext,
-        space: Uuid,
-        which: Entries<'_>,
-        limit: i64,
-    ) -> Result<Vec<DocumentEntry>, McpError> {
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
-        let found = match which {
-            Entries::After(after) => content::document_entries(&mut tx, space, after, limit).await,
-            Entries::AtPath(path, prefix) => {
-                content::document_entries_by_path(&mut tx, space, path, prefix, limit).await
-            }
-        }
-        .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
-        Ok(found)
-    }
-
-    /// Whether the context may read documents at all (read_document is
-    /// offered): resources and completions follow it.
-    fn reads_documents(&self, ctx: &ToolContext) -> bool {
-        self.state
-            .registry
-            .available_entries(ctx)
-            .iter()
-            .any(|e| e.name == READ_DOCUMENT)
-    }
-
-    /// A prompt's document argument as a resource URI: a URI as it is, an
-    /// id or a path in the endpoint's space as that document's.
-    async fn document_uri(&self, ctx: &ToolContext, document: String) -> Result<String, McpError> {
-        if document.starts_with("data-plane://") {
-            return Ok(document);
-        }
-        let Some(space) = ctx.space_id else {
-            return Err(McpError::invalid_params(
-                format!(
-                    "{document:?}: without a space on the endpoint, name a document by its resource URI"
-                ),
-                None,
-            ));
-        };
-        if let Ok(id) = Uuid::parse_str(&document) {
-            return Ok(format!("data-plane://spaces/{space}/documents/{id}"));
-        }
-        let found = self
-            .entries(ctx, space, Entries::AtPath(&document, false), 2)
-            .await?;
-        match found.as_slice() {
-            [one] => Ok(format!("data-plane://spaces/{space}/documents/{}", one.id)),
-            [] => Err(McpError::resource_not_found(
-                format!("no document at {document:?} that you may read here"),
-                None,
-            )),
-            _ => Err(McpError::invalid_params(
-                format!(
-                    "several documents have the path {document:?} (in different sources): name one by its resource URI"
-                ),
-                None,
-            )),
-        }
-    }
-
-    /// A document by its resource URI, read as `resources/read` reads it
-    /// (see [`ServerHandler::read_resource`]).
-    async fn read_text(
-        &self,
-        rq: &RequestContext<RoleServer>,
-        uri: String,
-    ) -> Result<ResourceContents, McpError> {
-        let Some((space, id)) = document_of(&uri) else {
-            return Err(McpError::invalid_params(
-                format!("{uri:?} names no document: resources here are {DOCUMENT_URI}"),
-                None,
-            ));
-        };
-        let not_found = || {
-            McpError::resource_not_found(format!("no document {uri} that you may read here"), None)
-        };
-        // A space the caller does not read is not found, like a document.
-        let ctx = self.tool_context_in(rq, Some(space)).await.map_err(|e| {
-            if e.code == rmcp::model::ErrorCode::INTERNAL_ERROR {
-                e
-            } else {
-                not_found()
-            }
-        })?;
-        if ctx.space_id != Some(space) {
-            return Err(not_found());
-        }
-        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
-        let ctx = ctx.with_call_id(call_id);
-        let args = json!({ "document_id": id, "max_length": RESOURCE_MAX_CHARS });
-        let result = self
-            .state
-            .registry
-            .execute_tool(READ_DOCUMENT, args, &ctx, &NoCallbacks)
-            .await;
-        self.state.metrics.tool_call(&result);
-        let read = match (&result.data, &result.error) {
-            (Some(data), None) if result.success => data,
-            (_, Some(e)) if e.code == ErrorCode::NotFound => return Err(not_found()),
-            (_, Some(e)) if e.retryable => {
-                return Err(McpError::internal_error(e.message.clone(), None));
-            }
-            (_, Some(e)) => return Err(McpError::invalid_request(e.message.clone(), None)),
-            _ => {
-                return Err(McpError::internal_error(
-                    "the document could not be read",
-                    None,
-                ));
-            }
-        };
-        let text = read["text"].as_str().unwrap_or_default().to_string();
-        let total = read["total_chars"].as_u64().unwrap_or(0);
-        let returned = read["end"].as_u64().unwrap_or(0);
-        let meta = (returned < total).then(|| {
-            let mut meta = serde_json::Map::new();
-            meta.insert("truncated".into(), json!(true));
-            meta.insert("totalChars".into(), json!(total));
-            meta.insert("returnedChars".into(), json!(returned));
-            MetaObject(meta)
-        });
-        let contents = ResourceContents::TextResourceContents {
-            uri,
-            mime_type: Some("text/plain".into()),
-            text,
-            meta,
-        };
-        Ok(contents)
-    }
-
-    /// The chat agent's system prompt, rendered as a chat in this
-    /// endpoint's space with its tools would be: the same template, so a
-    /// prompt asks what the agent is asked.
-    async fn instructions(
-        &self,
-        rq: &RequestContext<RoleServer>,
-        ctx: &ToolContext,
-    ) -> Result<String, McpError> {
-        let template = self
-            .state
-            .agent
-            .as_ref()
-            .and_then(|agent| agent.config().system_prompt.clone())
-            .unwrap_or_default();
-        let space = match ctx.space_id {
-            Some(space) => Some(
-                space_facts(&self.state, &caller_of(rq)?, space)
-                    .await
-                    .map_err(refused)?,
-            ),
-            None => None,
-        };
-        let offered = self.state.registry.offered(ctx);
-        let tools = PromptTool::offered(&offered);
-        let facts = PromptFacts {
-            space,
-            today: chrono::Utc::now().date_naive(),
-        };
-        Ok(template.render(&facts, &tools))
-    }
 }
 
 /// The HTTP request an MCP request came in.
@@ -371,7 +202,14 @@ fn refused(e: ApiError) -> McpError {
     }
 }
 
+/// A store error as the rest of the API answers it (the cause logged
+/// there), then as MCP's error.
+fn store_fault(e: data_plane_store::StoreError) -> McpError {
+    refused(e.into())
+}
+
 impl ServerHandler for McpServer {
+    #[allow(deprecated)] // logging: see logging.rs
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(
             ServerCapabilities::builder()
@@ -379,219 +217,97 @@ impl ServerHandler for McpServer {
                 .enable_resources()
                 .enable_prompts()
                 .enable_completions()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS)
     }
 
-    /// The documents of the endpoint's space the caller may read, a page
-    /// at a time in path order; without a space, none (as tools that need
-    /// one are not listed).
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
         rq: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let ctx = self.tool_context(&rq).await?;
-        // Listed only where they can be read: a profile or a setting that
-        // takes read_document away takes the resources too.
-        let Some(space) = ctx.space_id.filter(|_| self.reads_documents(&ctx)) else {
-            return Ok(ListResourcesResult::default());
-        };
-        let after = match request.and_then(|r| r.cursor) {
-            Some(cursor) => Some(read_cursor(&cursor)?),
-            None => None,
-        };
-        let after = after.as_ref().map(|(id, path)| (path.as_str(), *id));
-        let mut entries = self
-            .entries(&ctx, space, Entries::After(after), RESOURCES_PAGE + 1)
-            .await?;
-        let more = entries.len() > RESOURCES_PAGE as usize;
-        entries.truncate(RESOURCES_PAGE as usize);
-        let next = more
-            .then(|| entries.last().map(|d| format!("{}/{}", d.id, d.path)))
-            .flatten();
-        let mut result =
-            ListResourcesResult::with_all_items(entries.iter().map(resource).collect());
-        result.next_cursor = next;
-        Ok(result)
+        self.resource_page(request, rq).await
     }
 
-    /// A document's extracted text by its URI: a call of read_document
-    /// (the same profile, settings, gate, limits and audit as any call,
-    /// under the caller's row-level security), in the URI's space, which
-    /// must be the endpoint's when it names one. A longer document than
-    /// one read returns is cut, its `_meta` saying where.
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let contents = self.read_text(&rq, request.uri).await?;
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        self.resource_read(request, rq).await
     }
 
-    /// The prompts: requests a person starts from, with the instructions
-    /// the chat agent follows (docs/mcp.md, "Prompts").
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         rq: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        self.tool_context(&rq).await?;
-        let argument = |name: &str, description: &str| {
-            PromptArgument::new(name)
-                .with_description(description)
-                .with_required(true)
-        };
-        let document = "The document: its path in the endpoint's space (completed as you type), its resource URI, or its id.";
-        let prompts = vec![
-            Prompt::new(
-                ANSWER,
-                Some("Answer a question from the space's documents, citing the passages used."),
-                Some(vec![argument("question", "What to answer.")]),
-            )
-            .with_title("Answer with citations"),
-            Prompt::new(
-                SUMMARISE,
-                Some("Summarise one document, citing the passages used."),
-                Some(vec![argument("document", document)]),
-            )
-            .with_title("Summarise a document"),
-            Prompt::new(
-                COMPARE,
-                Some("Compare two documents: what they share, where they differ."),
-                Some(vec![
-                    argument("first", document),
-                    argument("second", document),
-                ]),
-            )
-            .with_title("Compare two documents"),
-        ];
-        Ok(ListPromptsResult::with_all_items(prompts))
+        self.prompt_list(request, rq).await
     }
 
-    /// A prompt's messages: the chat agent's own instructions, rendered
-    /// for this endpoint (its space, the tools it offers), then the
-    /// request, with the documents it names embedded as read_document
-    /// reads them.
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let ctx = self.tool_context(&rq).await?;
-        let arguments = request.arguments.unwrap_or_default();
-        let argument = |name: &str| {
-            arguments
-                .get(name)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    McpError::invalid_params(
-                        format!("the prompt {:?} needs the argument {name:?}", request.name),
-                        None,
-                    )
-                })
-        };
-        let (task, documents) = match request.name.as_str() {
-            ANSWER => (argument("question")?, Vec::new()),
-            SUMMARISE => (
-                "Summarise this document: its subject, its main points and its conclusions."
-                    .to_string(),
-                vec![argument("document")?],
-            ),
-            COMPARE => (
-                "Compare these two documents: what they agree on, where they differ, and what only one of them covers."
-                    .to_string(),
-                vec![argument("first")?, argument("second")?],
-            ),
-            other => {
-                return Err(McpError::invalid_params(
-                    format!("no prompt {other:?}; prompts/list names them"),
-                    None,
-                ));
-            }
-        };
-        let mut messages = vec![PromptMessage::new_text(
-            Role::User,
-            self.instructions(&rq, &ctx).await?,
-        )];
-        for document in documents {
-            let uri = self.document_uri(&ctx, document).await?;
-            let contents = self.read_text(&rq, uri).await?;
-            messages.push(PromptMessage::new(
-                Role::User,
-                ContentBlock::Resource(EmbeddedResource::new(contents)),
-            ));
-        }
-        messages.push(PromptMessage::new_text(Role::User, task));
-        Ok(GetPromptResult::new(messages).into())
+        self.prompt_get(request, rq).await
     }
 
-    /// Completes the prompts' document arguments with the paths of the
-    /// space's documents that begin with what was typed (case aside), as
-    /// far as the caller may read them; other arguments have nothing to
-    /// complete.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.resource_templates(rq).await
+    }
+
+    /// A prompt's or a resource template's argument, completed from what
+    /// was typed: at most 100 values, `hasMore` saying whether there are
+    /// others.
     async fn complete(
         &self,
         request: CompleteRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         let ctx = self.tool_context(&rq).await?;
-        let Reference::Prompt(prompt) = &request.r#ref else {
-            return Err(McpError::invalid_params(
-                "this server has no resource templates to complete",
-                None,
-            ));
-        };
-        let documents = match prompt.name.as_str() {
-            ANSWER => false,
-            SUMMARISE => request.argument.name == "document",
-            COMPARE => ["first", "second"].contains(&request.argument.name.as_str()),
-            other => {
+        let mut values = match &request.r#ref {
+            Reference::Prompt(prompt) => self.complete_prompt(&prompt.name, &request, &ctx).await?,
+            Reference::Resource(template) => {
+                self.complete_template(&template.uri, &request, &ctx)
+                    .await?
+            }
+            _ => {
                 return Err(McpError::invalid_params(
-                    format!("no prompt {other:?}; prompts/list names them"),
+                    "completion completes a prompt's or a resource template's argument",
                     None,
                 ));
             }
         };
-        let empty = || CompleteResult::new(CompletionInfo::default());
-        let Some(space) = ctx
-            .space_id
-            .filter(|_| documents && self.reads_documents(&ctx))
-        else {
-            return Ok(empty());
-        };
-        let limit = CompletionInfo::MAX_VALUES as i64;
-        let typed = Entries::AtPath(request.argument.value.trim(), true);
-        let mut found = self.entries(&ctx, space, typed, limit + 1).await?;
-        let more = found.len() > CompletionInfo::MAX_VALUES;
-        found.truncate(CompletionInfo::MAX_VALUES);
-        let values = found.into_iter().map(|d| d.path).collect();
+        let more = values.len() > CompletionInfo::MAX_VALUES;
+        values.truncate(CompletionInfo::MAX_VALUES);
         let info = CompletionInfo::with_pagination(values, None, more)
             .map_err(|e| McpError::internal_error(e, None))?;
         Ok(CompleteResult::new(info))
     }
 
+    #[allow(deprecated)] // logging: see logging.rs
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.keep_log_level(request, rq).await
+    }
+
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         rq: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let ctx = self.tool_context(&rq).await?;
-        let tools = self
-            .state
-            .registry
-            .available_entries(&ctx)
-            .iter()
-            .map(|entry| mcp_tool(entry, &ctx))
-            .collect::<Result<Vec<Tool>, _>>()
-            .map_err(|e| McpError::internal_error(format!("a tool cannot be listed: {e}"), None))?;
-        Ok(ListToolsResult::with_all_items(tools))
+        self.tool_list(request, rq).await
     }
 
     async fn call_tool(
@@ -599,226 +315,6 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         rq: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let ctx = match self.tool_context(&rq).await {
-            Ok(ctx) => ctx,
-            // The call cannot run here: the client's model reads why.
-            Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e.message)]).into()),
-        };
-        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
-        let ctx = ctx.with_call_id(call_id.clone());
-        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let progress = rq.meta.get_progress_token();
-        let mut sent = 0u32;
-        // A notification that cannot be delivered is logged; the call goes
-        // on (its result may still reach the client).
-        let peer = &rq.peer;
-        let forward = |event: ToolEvent| {
-            let note = progress
-                .as_ref()
-                .filter(|_| !is_the_call_itself(&event, &call_id))
-                .map(|token| {
-                    sent += 1;
-                    let message = serde_json::to_string(&event).unwrap_or_default();
-                    ProgressNotificationParam::new(token.clone(), f64::from(sent))
-                        .with_message(message)
-                });
-            async move {
-                if let Some(note) = note
-                    && let Err(e) = peer.notify_progress(note).await
-                {
-                    tracing::debug!(error = %e, "a progress notification was not delivered");
-                }
-                true
-            }
-        };
-        let call = self
-            .state
-            .registry
-            .execute_streaming(&request.name, args, &ctx, forward);
-        let result = tokio::select! {
-            result = call => result,
-            // Dropping the call stops it (a model request, a fetch, a
-            // remote module's call); the client hears nothing more.
-            () = rq.ct.cancelled() => None,
-        };
-        let Some(result) = result else {
-            return Err(McpError::internal_error("the call was cancelled", None));
-        };
-        self.state.metrics.tool_call(&result);
-        Ok(call_result(&result).into())
-    }
-}
-
-/// The call's own tool_call and tool_result: the client made the call and
-/// gets the result; only what happens inside is progress.
-fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
-    match event {
-        ToolEvent::ToolCall { call_id: id, .. } | ToolEvent::ToolResult { call_id: id, .. } => {
-            id == call_id
-        }
-        _ => false,
-    }
-}
-
-/// Documents per `resources/list` page.
-const RESOURCES_PAGE: i64 = 100;
-
-/// The tool a resource is read with.
-const READ_DOCUMENT: &str = "read_document";
-
-/// The most characters `resources/read` returns of one document: what one
-/// read_document call returns at most.
-const RESOURCE_MAX_CHARS: u64 = data_plane_handlers::MAX_READ_CHARS;
-
-/// Which documents [`McpServer::entries`] reads.
-enum Entries<'a> {
-    /// The page after this (path, id).
-    After(Option<(&'a str, Uuid)>),
-    /// At this path, or (`true`) beginning with it.
-    AtPath(&'a str, bool),
-}
-
-/// The prompts' names.
-const ANSWER: &str = "answer_with_citations";
-const SUMMARISE: &str = "summarise_document";
-const COMPARE: &str = "compare_documents";
-
-/// How a document is named as a resource.
-const DOCUMENT_URI: &str = "data-plane://spaces/{space_id}/documents/{document_id}";
-
-/// A document as a resource: its URI, its path as the name, its title
-/// (else the file's name), and the size of the text a read returns.
-fn resource(d: &DocumentEntry) -> Resource {
-    let title = d
-        .title
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .unwrap_or_else(|| d.path.rsplit('/').next().unwrap_or(&d.path).to_string());
-    Resource::new(
-        format!("data-plane://spaces/{}/documents/{}", d.space_id, d.id),
-        d.path.clone(),
-    )
-    .with_title(title)
-    .with_mime_type("text/plain")
-    .with_size(u64::try_from(d.text_bytes).unwrap_or(0))
-}
-
-/// The space and document a resource URI names.
-fn document_of(uri: &str) -> Option<(Uuid, Uuid)> {
-    let (space, document) = uri
-        .strip_prefix("data-plane://spaces/")?
-        .split_once("/documents/")?;
-    Some((space.parse().ok()?, document.parse().ok()?))
-}
-
-/// A `resources/list` cursor: the last document of the page before, as
-/// `ID/PATH`.
-fn read_cursor(cursor: &str) -> Result<(Uuid, String), McpError> {
-    cursor
-        .split_once('/')
-        .and_then(|(id, path)| Some((id.parse().ok()?, path.to_string())))
-        .ok_or_else(|| {
-            McpError::invalid_params(format!("{cursor:?} is not a cursor this server gave"), None)
-        })
-}
-
-/// A store error as the rest of the API answers it (the cause logged
-/// there), then as MCP's error.
-fn store_fault(e: data_plane_store::StoreError) -> McpError {
-    refused(e.into())
-}
-
-/// A ToolResult as MCP's CallToolResult: the data as structured content
-/// (and its JSON as text, for clients that read only text), or a failure
-/// as `isError` with the error's message (and its code in the structured
-/// content), which the client's model reads.
-fn call_result(result: &data_plane_registry::ToolResult) -> CallToolResult {
-    if !result.success {
-        let message = result
-            .error
-            .as_ref()
-            .map_or("the tool failed", |e| e.message.as_str());
-        let mut out = CallToolResult::error(vec![ContentBlock::text(message.to_string())]);
-        out.structured_content = Some(json!({ "error": result.error }));
-        return out;
-    }
-    match &result.data {
-        Some(data @ Value::Object(_)) => CallToolResult::structured(data.clone()),
-        Some(other) => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
-        None => CallToolResult::success(Vec::new()),
-    }
-}
-
-/// A registry entry as an MCP tool: the name and parameters the model is
-/// offered in `ctx`, a title, and the annotations as MCP's hints.
-fn mcp_tool(entry: &ToolEntry, ctx: &ToolContext) -> Result<Tool, serde_json::Error> {
-    let definition = entry.definition_for(ctx);
-    let name = definition["name"]
-        .as_str()
-        .unwrap_or(&entry.name)
-        .to_string();
-    let mut schema = definition
-        .get("parameters")
-        .cloned()
-        .unwrap_or_else(|| json!({ "type": "object" }));
-    if schema.get("type").is_none() {
-        schema["type"] = json!("object");
-    }
-    let title = title(&entry.name);
-    let Annotations {
-        read_only,
-        destructive,
-        idempotent,
-        open_world,
-        ..
-    } = entry.annotations;
-    let mut tool = json!({
-        "name": name,
-        "title": title,
-        "description": definition["description"],
-        "inputSchema": schema,
-        "annotations": {
-            "title": title,
-            "readOnlyHint": read_only,
-            "destructiveHint": destructive,
-            "idempotentHint": idempotent,
-            "openWorldHint": open_world,
-        },
-    });
-    if let Some(output) = &entry.output_schema {
-        tool["outputSchema"] = Value::clone(output);
-    }
-    serde_json::from_value(tool)
-}
-
-/// `search_documents` → "Search documents"; a remote module's tool keeps
-/// its module in front ("weather: Get forecast").
-fn title(name: &str) -> String {
-    let (module, tool) = match name.split_once('.') {
-        Some((module, tool)) => (Some(module), tool),
-        None => (None, name),
-    };
-    let words = tool.replace(['_', '-'], " ");
-    let mut chars = words.chars();
-    let sentence: String = chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default();
-    match module {
-        Some(module) => format!("{module}: {sentence}"),
-        None => sentence,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_read_as_words() {
-        assert_eq!(title("search_documents"), "Search documents");
-        assert_eq!(title("analyze_document"), "Analyze document");
-        assert_eq!(title("weather.get_forecast"), "weather: Get forecast");
-        assert_eq!(title(""), "");
+        self.tool_call(request, rq).await
     }
 }

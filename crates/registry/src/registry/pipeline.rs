@@ -20,7 +20,10 @@ use crate::entry::ToolEntry;
 use crate::gate::{GATE_TIMEOUT, GateCall, GateDecision, GateVerdict};
 use crate::ledger::{AuditRecord, LedgerError};
 use crate::suggest::close_names;
-use crate::{Callbacks, ErrorCode, RateLimits, ToolContext, ToolError, ToolEvent, ToolResult};
+use crate::{
+    CallLog, Callbacks, ErrorCode, LogLevel, RateLimits, ToolContext, ToolError, ToolEvent,
+    ToolResult,
+};
 
 /// What `Registry::limit` asks of the ledger.
 #[derive(Clone, Copy)]
@@ -77,17 +80,21 @@ impl Registry {
     /// requests, its `tool_result`), through the one pump,
     /// [`crate::forward_events`]. `None` when `forward` answered false (its
     /// reader went away) and the call was stopped.
-    pub async fn execute_streaming<Sent>(
+    ///
+    /// `R` says what is handed on: the events alone ([`ToolEvent`]), or
+    /// the events and the call's log lines ([`crate::Report`]).
+    pub async fn execute_streaming<R, Sent>(
         &self,
         name: &str,
         args: Value,
         ctx: &ToolContext,
-        forward: impl FnMut(ToolEvent) -> Sent,
+        forward: impl FnMut(R) -> Sent,
     ) -> Option<ToolResult>
     where
+        R: crate::Reported,
         Sent: Future<Output = bool>,
     {
-        let (callbacks, events) = crate::ChannelCallbacks::new();
+        let (callbacks, events) = crate::ChannelCallbacks::<R>::channel();
         let call = self.execute_tool(name, args, ctx, &callbacks);
         crate::forward_events(call, events, forward).await
     }
@@ -170,6 +177,16 @@ impl Registry {
             name: tool_name.clone(),
             arguments: args.clone(),
         });
+        let say = |level, message: String| {
+            callbacks.log(CallLog {
+                level,
+                call_id: call_id.clone(),
+                tool: tool_name.clone(),
+                message,
+                parent_call_id: ctx.parent_call_id.clone(),
+            })
+        };
+        say(LogLevel::Info, format!("{tool_name} started"));
 
         let side_effects = crate::SideEffects::default();
         let mut trace = Trace::default();
@@ -191,6 +208,19 @@ impl Registry {
         };
         result.side_effects = side_effects.take();
         result.attempts = attempts;
+        match &outcome {
+            Ok(_) => say(
+                LogLevel::Info,
+                format!(
+                    "{tool_name} finished in {duration_ms} ms{}",
+                    tried(attempts)
+                ),
+            ),
+            Err(e) => say(
+                LogLevel::Error,
+                format!("{tool_name} failed{}: {}", tried(attempts), e.message),
+            ),
+        }
         let flags = annotations.map(|a| a.flags()).unwrap_or_default();
         let agent = ctx.agent.as_deref().unwrap_or("");
         match &outcome {
@@ -336,6 +366,25 @@ impl Registry {
             format!("{name} needs a person's approval before it runs, and nobody can give it here");
         if let Some((verdict, refusal)) = self.consult_gate(entry, &args, ctx).await {
             trace.gate = Some(verdict);
+            let (level, said) = match (&verdict, &refusal) {
+                (GateVerdict::FailOpen, _) => (
+                    LogLevel::Warning,
+                    "the eval gate could not judge the call (it failed or did not answer in time); the call runs".to_string(),
+                ),
+                (_, Err(GateRefusal::Ask(reason))) => (
+                    LogLevel::Notice,
+                    format!("the eval gate asks a person to approve the call: {reason}"),
+                ),
+                (_, Err(GateRefusal::Refused(e))) => (LogLevel::Warning, e.message.clone()),
+                (_, Ok(())) => (LogLevel::Info, "the eval gate allowed the call".to_string()),
+            };
+            callbacks.log(CallLog {
+                level,
+                call_id: ctx.call_id.clone().unwrap_or_default(),
+                tool: name.to_string(),
+                message: said,
+                parent_call_id: ctx.parent_call_id.clone(),
+            });
             match refusal {
                 Ok(()) => {}
                 Err(GateRefusal::Ask(reason)) => {
@@ -419,6 +468,13 @@ impl Registry {
         match self.call_handler(entry, args.clone(), ctx, callbacks).await {
             Err(e) if e.code.retried_at_once() => {
                 tracing::debug!(tool = %entry.name, call_id = ctx.call_id.as_deref().unwrap_or(""), code = ?e.code, "retrying a failed tool call once");
+                callbacks.log(CallLog {
+                    level: LogLevel::Warning,
+                    call_id: ctx.call_id.clone().unwrap_or_default(),
+                    tool: entry.name.clone(),
+                    message: format!("{}; retrying once", e.message),
+                    parent_call_id: ctx.parent_call_id.clone(),
+                });
                 tokio::time::sleep(RETRY_PAUSE).await;
                 trace.attempts = 2;
                 self.call_handler(entry, args, ctx, callbacks).await
@@ -538,6 +594,15 @@ impl Registry {
                 (GateVerdict::Ask, Err(GateRefusal::Ask(reason)))
             }
         })
+    }
+}
+
+/// " after 2 attempts" where the handler ran twice.
+fn tried(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" after {attempts} attempts")
+    } else {
+        String::new()
     }
 }
 

@@ -1,0 +1,104 @@
+//! MCP's logging: the level a caller asked for (a request's own, or the
+//! one `logging/setLevel` kept for the caller), and a call's log lines as
+//! `notifications/message`. The protocol deprecates logging (SEP-2577),
+//! and rmcp marks its types so; it is still how a client hears what
+//! happens inside a call (its start, the gate's decision, a retry, its
+//! end), so this module allows what is deprecated.
+#![allow(deprecated)]
+
+use data_plane_registry::{CallLog, LogLevel};
+use data_plane_store::{Scope, log_levels};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    LoggingMessageNotificationParam, ProgressNotificationParam, SetLevelRequestParams,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError};
+use serde_json::json;
+
+use super::{McpServer, caller_of, store_fault};
+
+impl McpServer {
+    /// The least level of log lines the caller hears during a call: the
+    /// request's own (its `_meta`, from 2026-07-28 on), else, for a
+    /// request of a handshake-era version, the one `logging/setLevel` kept
+    /// for the caller; `None`: no log notifications.
+    pub(super) async fn log_level(&self, rq: &RequestContext<RoleServer>) -> Option<LogLevel> {
+        if let Some(level) = rq.meta.log_level() {
+            return serde_json::from_value(json!(level)).ok();
+        }
+        if rq.meta.protocol_version().is_some() {
+            return None;
+        }
+        let caller = caller_of(rq).ok()?;
+        let service = caller.service.as_deref().unwrap_or_default();
+        let stored = async {
+            let mut tx = self.state.db.begin(Scope::User(caller.user_id)).await?;
+            let level = log_levels::get(&mut tx, caller.user_id, service).await?;
+            tx.commit().await?;
+            Ok::<_, data_plane_store::StoreError>(level)
+        };
+        match stored.await {
+            Ok(level) => level.and_then(|l| serde_json::from_value(json!(l)).ok()),
+            Err(e) => {
+                tracing::warn!(error = %e, "the caller's MCP log level cannot be read; the call sends no log notifications");
+                None
+            }
+        }
+    }
+
+    /// Keeps the level of log notifications for the caller's later calls
+    /// (on any replica: the endpoint keeps no session, so the level is the
+    /// caller's, not a connection's).
+    #[allow(deprecated)] // see Note::Log
+    pub(super) async fn keep_log_level(
+        &self,
+        request: SetLevelRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&rq)?;
+        let service = caller.service.as_deref().unwrap_or_default();
+        let level = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .ok_or_else(|| McpError::internal_error("the level cannot be read back", None))?;
+        let mut tx = self
+            .state
+            .db
+            .begin(Scope::User(caller.user_id))
+            .await
+            .map_err(store_fault)?;
+        log_levels::set(&mut tx, caller.user_id, service, &level)
+            .await
+            .map_err(store_fault)?;
+        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        Ok(())
+    }
+}
+
+/// What a call's report becomes for the client.
+pub(super) enum Note {
+    Progress(ProgressNotificationParam),
+    Log(LoggingMessageNotificationParam),
+}
+
+impl Note {
+    /// Sends it on the call's own response stream.
+    pub(super) async fn deliver(self, peer: &Peer<RoleServer>) -> Result<(), ServiceError> {
+        match self {
+            Note::Progress(note) => peer.notify_progress(note).await,
+            Note::Log(note) => peer.notify_logging_message(note).await,
+        }
+    }
+}
+
+/// A call's log line, when it is at or above `least`, as MCP's
+/// `notifications/message`: its level, the logger `data-plane`, and the
+/// line with the call and tool it is about.
+pub(super) fn log_note(line: &CallLog, least: Option<LogLevel>) -> Option<Note> {
+    least.filter(|least| line.level >= *least)?;
+    let level = serde_json::from_value(json!(line.level)).ok()?;
+    let data = serde_json::to_value(line).ok()?;
+    let mut note = LoggingMessageNotificationParam::new(level, data);
+    note.logger = Some("data-plane".into());
+    Some(Note::Log(note))
+}
