@@ -1,6 +1,7 @@
-//! Per-user limits of `/v1/chat` on this replica: how many runs one user may
-//! have going at once and how many turns one user may start per minute. A
-//! refused turn is answered 429 with `Retry-After` and costs nothing.
+//! Per-user limits of runs on this replica (`/v1/chat`'s turns and `/mcp`'s
+//! tasks): how many one user may have going at once and how many one user
+//! may start per minute. A refused turn is answered 429 with `Retry-After`
+//! and costs nothing; a refused task is the call's error.
 //!
 //! The counts live in this process: with N replicas behind a balancer a user
 //! may get up to N times the limits. They are there to keep one user from
@@ -151,21 +152,27 @@ impl ChatRefusal {
     }
 }
 
-impl IntoResponse for ChatRefusal {
-    fn into_response(self) -> Response {
-        let retry_after = self.retry_after();
-        let message = match &self {
+impl ChatRefusal {
+    /// What the caller is told.
+    pub fn message(&self) -> String {
+        match self {
             ChatRefusal::Busy { max } => format!(
-                "{max} chat runs of yours are going on this server already; wait for one to end \
-                 (or close its stream) and try again"
+                "{max} runs of yours (chat turns and tasks) are going on this server already; \
+                 wait for one to end (or close its stream) and try again"
             ),
             ChatRefusal::TooMany { max, .. } => format!(
-                "you started {max} chat turns in the last minute, the most allowed; try again in \
-                 {retry_after} s"
+                "you started {max} runs (chat turns and tasks) in the last minute, the most \
+                 allowed; try again in {} s",
+                self.retry_after()
             ),
-        };
-        crate::error::ApiError::new(crate::error::ErrorCode::RateLimited, message)
-            .retry_after(retry_after)
+        }
+    }
+}
+
+impl IntoResponse for ChatRefusal {
+    fn into_response(self) -> Response {
+        crate::error::ApiError::new(crate::error::ErrorCode::RateLimited, self.message())
+            .retry_after(self.retry_after())
             .into_response()
     }
 }

@@ -138,7 +138,10 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
     assert_eq!(retry_after, 5);
     assert_eq!(body["error"]["code"], "rate_limited");
     let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("2 chat runs"), "{message}");
+    assert!(
+        message.contains("2 runs of yours (chat turns and tasks)"),
+        "{message}"
+    );
     // Another user has places of their own.
     let bobs = post_chat(&base, &w.token(w.bob, Permission::User)).await;
     assert_eq!(bobs.status(), StatusCode::OK);
@@ -170,7 +173,7 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
     assert!((50..=60).contains(&retry_after), "{retry_after}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("3 chat turns in the last minute"),
+        message.contains("3 runs (chat turns and tasks) in the last minute"),
         "{message}"
     );
     assert_eq!(

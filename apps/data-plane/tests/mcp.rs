@@ -50,6 +50,8 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
         )),
         Piece::Hang,
     ]));
+    // The analysis the 2026-07-28 connection runs as a task.
+    model.push(text_reply(&["A task's answer."]));
     let server = common::guide_server("mcp@example.com", model.base_url(), false).await;
     let (base, token, space, doc) = (&server.base, &server.token, server.space, server.doc);
 
@@ -204,7 +206,49 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
         "the cancelled call's model request was closed"
     );
     assert_eq!(got["after_cancel"]["isError"], false);
-    assert_eq!(model.requests().len(), 3, "nothing asked after the cancel");
+    // Nothing asked after the cancel but the task's own analysis.
+    let asked = model.requests();
+    assert_eq!(asked.len(), 4, "{asked:#?}");
+    assert!(
+        asked[3].to_string().contains("What does a task answer?"),
+        "{:#}",
+        asked[3]
+    );
+
+    // Logging, handshake era: after logging/setLevel, the call's start and
+    // end, as the SDK hands them to its logging callback.
+    assert_eq!(got["logged"]["isError"], false);
+    let logs = got["logs"].as_array().unwrap();
+    let messages: Vec<&str> = logs
+        .iter()
+        .map(|l| l["data"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages.len(), 2, "{logs:#?}");
+    assert_eq!(messages[0], "document_info started");
+    assert!(
+        messages[1].starts_with("document_info finished in "),
+        "{logs:#?}"
+    );
+    assert!(logs.iter().all(|l| l["level"] == "info"), "{logs:#?}");
+
+    // 2026-07-28 with the tasks extension: the analysis came back as a task
+    // the SDK's extension polled to its end, its result validated against
+    // the tool's outputSchema by the SDK; a call's lines at the level the
+    // requests carry.
+    let modern = &got["modern"];
+    assert_eq!(modern["task"]["isError"], false, "{modern:#}");
+    assert_eq!(
+        modern["task"]["structured"]["analysis"], "A task's answer.",
+        "{modern:#}"
+    );
+    let polled = modern["polled"].as_array().unwrap();
+    assert_eq!(polled.first().unwrap()["status"], "working", "{modern:#}");
+    assert_eq!(polled.last().unwrap()["status"], "completed", "{modern:#}");
+    assert!(polled.iter().all(|p| p["taskId"] == polled[0]["taskId"]));
+    assert_eq!(modern["info"]["isError"], false);
+    let modern_logs = modern["logs"].as_array().unwrap();
+    assert_eq!(modern_logs.len(), 2, "{modern:#}");
+    assert_eq!(modern_logs[0]["data"]["message"], "document_info started");
 
     // Resources, prompts and completion, as the SDK reads them.
     let uri = format!("data-plane://spaces/{space}/documents/{doc}");
@@ -1314,4 +1358,216 @@ async fn templates_name_a_document_by_path_and_a_range_of_it() {
     )
     .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+/// `_meta` declaring the tasks extension on a 2026-07-28 request, with
+/// what else `extra` adds.
+fn with_tasks(mut params: Value, extra: Value) -> Value {
+    let mut meta = json!({"io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {"io.modelcontextprotocol/tasks": {}}
+    }});
+    if let Some(extra) = extra.as_object() {
+        for (key, value) in extra {
+            meta[key] = value.clone();
+        }
+    }
+    params["_meta"] = meta;
+    params
+}
+
+/// Long calls run as tasks for a client that takes them (the tasks
+/// extension): `tools/call` answers at once, the call goes on as a run of
+/// its own, and `tasks/get` and `tasks/cancel` reach it from any replica;
+/// the task is its caller's alone.
+#[tokio::test]
+async fn a_long_call_runs_as_a_task_that_any_replica_answers() {
+    let model = FakeModel::start().await;
+    // The first task's sub-agent answers.
+    model.push(text_reply(&["VACUUM reclaims ", "dead tuples."]));
+    let server = common::guide_server("tasks@example.com", model.base_url(), false).await;
+    let (base, token) = (&server.base, &server.token);
+    let in_space = format!("?spaceId={}", server.space);
+    let second = common::serve(common::state(
+        server.test.db.clone(),
+        common::embedder(),
+        common::jwt(),
+    ))
+    .await;
+    let ask = async |at: &str, method: &str, params: Value| {
+        rpc_as("2026-07-28", at, token, &in_space, method, params).await
+    };
+    let analysis = json!({"name": "analyze_document",
+        "arguments": {"document_id": server.doc, "question": "What does VACUUM do?"}});
+
+    // Each tool says whether its calls run as tasks.
+    let listed = ask(base, "tools/list", json!({})).await;
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["_meta"]["data-plane/task"]
+            .clone()
+    };
+    assert_eq!(support("analyze_document"), "always");
+    assert_eq!(support("document_info"), "on_request");
+    let discovered = ask(base, "server/discover", json!({})).await;
+    assert!(
+        discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discovered}"
+    );
+
+    // A task: answered at once, working, then completed with the result
+    // as tools/call would have given it, read on the other replica.
+    let started = ask(base, "tools/call", with_tasks(analysis.clone(), json!({}))).await;
+    let task = &started["result"];
+    assert_eq!(task["resultType"], "task", "{started}");
+    assert_eq!(task["status"], "working", "{started}");
+    assert!(task["pollIntervalMs"].as_u64().unwrap() > 0);
+    assert!(task["ttlMs"].as_u64().unwrap() > 0);
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let poll = async |at: &str, id: &str, until: &str| {
+        for _ in 0..200 {
+            let got = ask(
+                at,
+                "tasks/get",
+                with_tasks(json!({"taskId": id}), json!({})),
+            )
+            .await;
+            if got["result"]["status"] == until || got.get("error").is_some() {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {id} never became {until}");
+    };
+    let done = poll(&second, &id, "completed").await;
+    let result = &done["result"]["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    assert_eq!(
+        result["structuredContent"]["analysis"], "VACUUM reclaims dead tuples.",
+        "{done}"
+    );
+    assert_eq!(done["result"]["resultType"], "complete");
+
+    // Its events are a run's: readable as they happened, tool_result last
+    // before done.
+    let events = reqwest::Client::new()
+        .get(format!("{base}/v1/runs/{id}/events"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for kind in [
+        "run",
+        "tool_call",
+        "subagent_start",
+        "subagent_end",
+        "tool_result",
+        "done",
+    ] {
+        assert!(
+            events.contains(&format!("event: {kind}")),
+            "{kind}: {events}"
+        );
+    }
+
+    // Without the extension on the request, the same call answers itself.
+    model.push(text_reply(&["Direct."]));
+    let direct = ask(base, "tools/call", analysis.clone()).await;
+    assert_eq!(direct["result"]["isError"], false, "{direct}");
+    assert!(direct["result"].get("taskId").is_none(), "{direct}");
+    // A short tool runs as a task when the request asks.
+    let info = json!({"name": "document_info", "arguments": {"document_id": server.doc}});
+    let plain = ask(base, "tools/call", with_tasks(info.clone(), json!({}))).await;
+    assert!(plain["result"]["structuredContent"].is_object(), "{plain}");
+    let asked = ask(
+        base,
+        "tools/call",
+        with_tasks(info, json!({"data-plane/task": true})),
+    )
+    .await;
+    assert_eq!(asked["result"]["resultType"], "task", "{asked}");
+    let asked_id = asked["result"]["taskId"].as_str().unwrap().to_string();
+    let info_done = poll(base, &asked_id, "completed").await;
+    assert_eq!(
+        info_done["result"]["result"]["structuredContent"]["document_id"],
+        server.doc.to_string()
+    );
+
+    // Cancelled from the other replica: the sub-agent's model request is
+    // closed, and the task says so.
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(json!({"role": "assistant", "content": "Hmm"}), None)),
+        Piece::Hang,
+    ]));
+    let hanging = ask(base, "tools/call", with_tasks(analysis.clone(), json!({}))).await;
+    let hanging = hanging["result"]["taskId"].as_str().unwrap().to_string();
+    assert!(model.wait_requests(3, Duration::from_secs(10)).await);
+    let still = ask(
+        &second,
+        "tasks/get",
+        with_tasks(json!({"taskId": hanging}), json!({})),
+    )
+    .await;
+    assert_eq!(still["result"]["status"], "working", "{still}");
+    let ack = ask(
+        &second,
+        "tasks/cancel",
+        with_tasks(json!({"taskId": hanging}), json!({})),
+    )
+    .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let cancelled = poll(&second, &hanging, "cancelled").await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    assert!(
+        model.wait_dropped(1, Duration::from_secs(10)).await,
+        "the task's model request was closed"
+    );
+
+    // Another person knows the id, and gets nothing of it.
+    let mut tx = server
+        .test
+        .db
+        .begin(data_plane_store::Scope::System)
+        .await
+        .unwrap();
+    let other = data_plane_store::identity::upsert_user(
+        &mut tx,
+        "someone@example.com",
+        Some(data_plane_store::identity::Permission::Admin),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let their = common::jwt()
+        .issue(
+            other.id,
+            "someone@example.com",
+            data_plane_store::identity::Permission::Admin,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+        let mut params = with_tasks(json!({"taskId": id}), json!({}));
+        if method == "tasks/update" {
+            params["inputResponses"] = json!({});
+        }
+        let refused = rpc_as("2026-07-28", base, &their, "", method, params).await;
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no task"),
+            "{method}: {refused}"
+        );
+    }
+    // And a client that did not declare the extension cannot poll.
+    let undeclared = ask(base, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
 }

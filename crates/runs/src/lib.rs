@@ -6,6 +6,7 @@
 //! reaches the replica running it through `NOTIFY data_plane_runs`.
 
 mod approver;
+mod call;
 mod event;
 mod live;
 mod reader;
@@ -15,11 +16,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use data_plane_agent::{Agent, ChatRequest};
-use data_plane_registry::ToolContext;
+use data_plane_agent::{Agent, AgentEvent, ChatRequest};
+use data_plane_registry::{Registry, ToolContext, ToolEvent, ToolResult};
 use data_plane_store::listen::{Heard, Subscription};
 use data_plane_store::runs::{self as store, RUNS_CHANNEL};
-use data_plane_store::{Db, StoreError};
+use data_plane_store::{Db, Scope, StoreError};
 use futures::Stream;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
@@ -190,26 +191,8 @@ impl Runs {
         // Its own task: a request cancelled half-way through must not leave
         // a run recorded and never driven.
         tokio::spawn(async move {
-            let run_id = Uuid::now_v7();
-            let conversation_id = conversation_id.unwrap_or(run_id);
-            store::create(
-                &inner.db,
-                run_id,
-                ctx.user_id,
-                ctx.space_id,
-                conversation_id,
-            )
-            .await?;
-            let live = LiveRun::new(run_id, ctx.user_id, conversation_id);
-            lock(&inner.live).insert(run_id, live.clone());
-            live.emit(
-                &inner,
-                Event::Run {
-                    run_id,
-                    conversation_id,
-                },
-            )
-            .await;
+            let (live, run_id, conversation_id) =
+                opened(&inner, &ctx, conversation_id, None).await?;
             let watching = Watching(live.watch().with_grace(inner.config.grace));
             tokio::spawn(live::drive(inner.clone(), live, agent, request, ctx, hold));
             Ok(Started {
@@ -220,6 +203,81 @@ impl Runs {
         })
         .await
         .unwrap_or_else(|e| Err(RunsError::Task(e.to_string())))
+    }
+
+    /// Records a run that is one call of `tool` (an MCP task) and starts
+    /// it: the call goes through `registry`'s pipeline under `ctx`, which
+    /// names its call id, holding `hold` until it ends. It runs whether
+    /// anyone reads it or not; only a stop (from any replica) or its end
+    /// ends it. Answers once the run is recorded, so that whoever asks
+    /// for it next, on any replica, finds it.
+    pub async fn begin_call(
+        &self,
+        registry: Arc<Registry>,
+        tool: String,
+        args: serde_json::Value,
+        ctx: ToolContext,
+        hold: Box<dyn Send + Sync>,
+    ) -> Result<Uuid, RunsError> {
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let (live, run_id, _) = opened(&inner, &ctx, None, Some(&tool)).await?;
+            tokio::spawn(call::drive(
+                inner.clone(),
+                live,
+                registry,
+                tool,
+                args,
+                ctx,
+                hold,
+            ));
+            Ok(run_id)
+        })
+        .await
+        .unwrap_or_else(|e| Err(RunsError::Task(e.to_string())))
+    }
+
+    /// A run that is one tool call, as far as `scope` may see it: its row
+    /// and, once it ended, how (its call's result, or the run's error).
+    /// `None` for a run `scope` may not see, and for a chat turn.
+    pub async fn call(&self, scope: Scope, run_id: Uuid) -> Result<Option<CallRun>, RunsError> {
+        let db = &self.inner.db;
+        let Some(row) = store::get(db, scope, run_id)
+            .await?
+            .filter(|r| r.tool.is_some())
+        else {
+            return Ok(None);
+        };
+        let outcome = match row.status {
+            RunStatus::Running => None,
+            RunStatus::Done => {
+                let data = store::last_event_of(db, scope, run_id, "tool_result").await?;
+                let result = data.map(|data| Event::from_stored("tool_result", data));
+                match result {
+                    Some(Event::Agent(AgentEvent::Tool(ToolEvent::ToolResult {
+                        result, ..
+                    }))) => Some(CallOutcome::Result(Box::new(result))),
+                    // Stopped before the call ended (a `done` with
+                    // `stopped` is recorded as done too).
+                    _ => Some(CallOutcome::Stopped),
+                }
+            }
+            RunStatus::Error => {
+                let data = store::last_event_of(db, scope, run_id, "error").await?;
+                let (code, message) = match data.map(|d| Event::from_stored("error", d)) {
+                    Some(Event::Error { code, message }) => (code, message),
+                    _ => ("internal".into(), "the task failed".into()),
+                };
+                Some(CallOutcome::Failed { code, message })
+            }
+            RunStatus::Stopped | RunStatus::Abandoned => Some(CallOutcome::Stopped),
+            RunStatus::Lost => Some(CallOutcome::Failed {
+                code: "run_lost".into(),
+                message: "the server running this task stopped answering; its call did not finish"
+                    .into(),
+            }),
+        };
+        Ok(Some(CallRun { row, outcome }))
     }
 
     /// The run's events numbered after `after`, then its new ones as they
@@ -282,6 +340,58 @@ impl Runs {
         let waiting = live.values().map(|run| *run.waiting.borrow()).sum();
         (live.len(), waiting)
     }
+}
+
+/// Records a new run for `ctx`'s caller and space, keeps it among this
+/// replica's, and sends its first event, `run`: (the run, its id, its
+/// conversation).
+async fn opened(
+    inner: &Arc<Inner>,
+    ctx: &ToolContext,
+    conversation_id: Option<Uuid>,
+    tool: Option<&str>,
+) -> Result<(Arc<LiveRun>, Uuid, Uuid), RunsError> {
+    let run_id = Uuid::now_v7();
+    let conversation_id = conversation_id.unwrap_or(run_id);
+    store::create(
+        &inner.db,
+        run_id,
+        ctx.user_id,
+        ctx.space_id,
+        conversation_id,
+        tool,
+    )
+    .await?;
+    let live = LiveRun::new(run_id, ctx.user_id, conversation_id, tool.is_some());
+    lock(&inner.live).insert(run_id, live.clone());
+    live.emit(
+        inner,
+        Event::Run {
+            run_id,
+            conversation_id,
+        },
+    )
+    .await;
+    Ok((live, run_id, conversation_id))
+}
+
+/// A run that is one tool call (see [`Runs::call`]).
+#[derive(Debug, Clone)]
+pub struct CallRun {
+    pub row: RunRow,
+    /// How it ended; `None` while it runs.
+    pub outcome: Option<CallOutcome>,
+}
+
+/// How a run that is one tool call ended.
+#[derive(Debug, Clone)]
+pub enum CallOutcome {
+    /// The call returned this result (a success or the tool's failure).
+    Result(Box<ToolResult>),
+    /// It was stopped before the call returned.
+    Stopped,
+    /// The run itself failed: its event limit, or its replica died.
+    Failed { code: String, message: String },
 }
 
 /// Hears what other replicas (and this one's endpoints) announce.

@@ -38,6 +38,9 @@ pub(crate) struct LiveRun {
     pub id: Uuid,
     pub user_id: Uuid,
     pub conversation_id: Uuid,
+    /// Runs whether anyone reads it or not (one tool call as a task): no
+    /// grace period ever stops it.
+    pub detached: bool,
     /// Cancels the agent: stop, abandonment, the event limit.
     pub cancel: CancellationToken,
     /// Why the run was cancelled, set before cancelling.
@@ -89,11 +92,12 @@ pub(crate) enum Found {
 }
 
 impl LiveRun {
-    pub fn new(id: Uuid, user_id: Uuid, conversation_id: Uuid) -> Arc<LiveRun> {
+    pub fn new(id: Uuid, user_id: Uuid, conversation_id: Uuid, detached: bool) -> Arc<LiveRun> {
         Arc::new(LiveRun {
             id,
             user_id,
             conversation_id,
+            detached,
             cancel: CancellationToken::new(),
             end_reason: Mutex::new(None),
             log: Mutex::new(Log {
@@ -252,7 +256,7 @@ impl LiveRun {
         first
     }
 
-    fn end_reason(&self) -> Option<RunStatus> {
+    pub(crate) fn end_reason(&self) -> Option<RunStatus> {
         *lock(&self.end_reason)
     }
 
@@ -317,7 +321,9 @@ impl WatchGuard {
 impl Drop for WatchGuard {
     fn drop(&mut self) {
         let left = self.run.watchers.fetch_sub(1, Ordering::SeqCst) - 1;
-        let Some(grace) = self.grace else { return };
+        let Some(grace) = self.grace.filter(|_| !self.run.detached) else {
+            return;
+        };
         if left > 0 || self.run.ended.borrow().is_some() {
             return;
         }
@@ -439,6 +445,19 @@ pub(crate) async fn drive(
         }
     };
     drop(ctx);
+    finish(&inner, &run, last, status, hold).await;
+}
+
+/// Ends a run: settles the approvals still open, frees its place
+/// (`hold`), sends its last event, waits for it to be recorded, and says
+/// how it ended.
+pub(crate) async fn finish(
+    inner: &Arc<Inner>,
+    run: &Arc<LiveRun>,
+    last: Event,
+    status: RunStatus,
+    hold: Box<dyn Send + Sync>,
+) {
     // Calls still waiting for an answer will get none: say so first.
     let mut settling = run.settling.subscribe();
     let _ = tokio::time::timeout(Duration::from_secs(5), settling.wait_for(|n| *n == 0)).await;
@@ -459,7 +478,7 @@ pub(crate) async fn drive(
     // The recorder writes the last event and the run's end in one
     // transaction, so whoever reads `done` finds the run ended; readers
     // here wait for it too, unless the database is away for long.
-    let last = match run.emit_last(&inner, last, status).await {
+    let last = match run.emit_last(inner, last, status).await {
         Some(seq) => seq,
         None => lock(&run.log).next - 1,
     };
@@ -491,7 +510,7 @@ mod tests {
     use super::*;
 
     fn run_with(seqs: std::ops::RangeInclusive<i64>, recorded: i64) -> Arc<LiveRun> {
-        let run = LiveRun::new(Uuid::nil(), Uuid::nil(), Uuid::nil());
+        let run = LiveRun::new(Uuid::nil(), Uuid::nil(), Uuid::nil(), false);
         {
             let mut log = lock(&run.log);
             for seq in seqs {

@@ -40,10 +40,13 @@ pub struct RunRow {
     pub alive_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub last_seq: Option<i64>,
+    /// The tool of a run that is one tool call (an MCP task); `None` for
+    /// a chat turn.
+    pub tool: Option<String>,
 }
 
-const RUN_COLUMNS: &str =
-    "id, user_id, space_id, conversation_id, status, created_at, alive_at, finished_at, last_seq";
+const RUN_COLUMNS: &str = "id, user_id, space_id, conversation_id, status, created_at, alive_at, \
+     finished_at, last_seq, tool";
 
 /// One recorded event.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -53,22 +56,26 @@ pub struct EventRow {
     pub data: Value,
 }
 
-/// Records a new run (running).
+/// Records a new run (running): a chat turn, or (`tool`) one call of that
+/// tool.
 pub async fn create(
     db: &Db,
     id: Uuid,
     user_id: Uuid,
     space_id: Option<Uuid>,
     conversation_id: Uuid,
+    tool: Option<&str>,
 ) -> Result<(), StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
-        "INSERT INTO runs (id, user_id, space_id, conversation_id) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO runs (id, user_id, space_id, conversation_id, tool)
+         VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(id)
     .bind(user_id)
     .bind(space_id)
     .bind(conversation_id)
+    .bind(tool)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -216,6 +223,26 @@ pub async fn events_after(
     .await?;
     tx.commit().await?;
     Ok(rows)
+}
+
+/// The body of the run's last recorded event of `kind` (its last
+/// `tool_result`, say), if `scope` may see the run.
+pub async fn last_event_of(
+    db: &Db,
+    scope: Scope,
+    id: Uuid,
+    kind: &str,
+) -> Result<Option<Value>, StoreError> {
+    let mut tx = db.begin(scope).await?;
+    let data = sqlx::query_scalar(
+        "SELECT data FROM run_events WHERE run_id = $1 AND kind = $2 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(id)
+    .bind(kind)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(data)
 }
 
 /// Announces `payload` on [`RUNS_CHANNEL`].

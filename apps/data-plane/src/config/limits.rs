@@ -37,7 +37,8 @@ pub struct ExtractArgs {
 /// Per-user limits of /v1/chat and where /metrics is served.
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
-    /// Chat runs one user may have going at once on this replica (0: no limit).
+    /// Runs one user may have going at once on this replica, chat turns and
+    /// MCP tasks together (0: no limit).
     #[arg(
         long,
         env = "DATA_PLANE_CHAT_MAX_CONCURRENT",

@@ -19,6 +19,7 @@
 mod logging;
 mod prompts;
 mod resources;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
 };
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams};
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -218,6 +220,7 @@ impl ServerHandler for McpServer {
                 .enable_prompts()
                 .enable_completions()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("data-plane", env!("CARGO_PKG_VERSION")))
@@ -316,5 +319,29 @@ impl ServerHandler for McpServer {
         rq: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.tool_call(request, rq).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.task_get(request, rq).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_cancel(request, rq).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_update(request, rq).await
     }
 }

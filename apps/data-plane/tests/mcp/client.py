@@ -13,7 +13,11 @@ prints one JSON object of what the SDK saw, for the Rust test to check:
 - cancelled: a call cancelled after its first progress message;
 - resources, read: the space's documents, and the first one read;
 - prompts, prompt: the prompts, and summarise_document's messages;
-- completion: the document argument completed from "GUI".
+- completion: the document argument completed from "GUI";
+- logs: the log lines of a call after logging/setLevel (handshake era);
+- modern: on a 2026-07-28 connection that takes tasks (an extension of
+  the SDK's own kind, resolving the task by polling tasks/get), an
+  analysis run as a task, and a call's log lines at the request's level.
 """
 
 import asyncio
@@ -21,10 +25,14 @@ import json
 import os
 import sys
 
+from typing import Any, Literal
+
 import anyio
 import httpx2
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import Field
 
 
 def endpoint() -> str:
@@ -42,6 +50,92 @@ def result_json(result) -> dict:
         "text": [c.text for c in result.content if getattr(c, "type", None) == "text"],
         "structured": result.structured_content,
     }
+
+
+class TaskHandle(types.Result):
+    """What tools/call answers when the server runs the call as a task."""
+
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+    poll_interval_ms: int | None = None
+
+
+class GetTaskParams(types.RequestParams):
+    task_id: str
+
+
+class GetTask(types.Request[GetTaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class TaskState(types.Result):
+    """A tasks/get answer: the status, and the call's result once completed."""
+
+    result_type: str | None = None
+    task_id: str
+    status: str
+    status_message: str | None = None
+    result: dict[str, Any] | None = Field(default=None)
+
+
+class Tasks(ClientExtension):
+    """The tasks extension (io.modelcontextprotocol/tasks) as a client takes
+    it: a task handle is resolved by polling tasks/get until it ends."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def claims(self):
+        return [ResultClaim(result_type="task", model=TaskHandle, resolve=self.resolve)]
+
+    async def resolve(self, handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+        self.seen.append({"taskId": handle.task_id, "status": handle.status})
+        with anyio.fail_after(30):
+            while True:
+                state = await ctx.session.send_request(
+                    GetTask(params=GetTaskParams(task_id=handle.task_id)), TaskState
+                )
+                self.seen.append({"taskId": state.task_id, "status": state.status})
+                if state.status not in ("working", "input_required"):
+                    break
+                await anyio.sleep((handle.poll_interval_ms or 500) / 1000)
+        if state.status != "completed" or state.result is None:
+            raise RuntimeError(f"task {handle.task_id} ended {state.status}: {state.status_message}")
+        return types.CallToolResult.model_validate(state.result)
+
+
+async def modern_run(token: str) -> dict:
+    """A 2026-07-28 connection that takes tasks and asks for info logs."""
+    logs: list[dict] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append({"level": str(params.level), "data": params.data})
+
+    tasks = Tasks()
+    out: dict = {}
+    async with http_client(token) as http:
+        client = Client(
+            streamable_http_client(endpoint(), http_client=http),
+            mode="2026-07-28",
+            extensions=[tasks],
+            log_level="info",
+            logging_callback=on_log,
+        )
+        async with client:
+            analysis = await client.call_tool(
+                "analyze_document",
+                {"document_id": os.environ["DOCUMENT_ID"], "question": "What does a task answer?"},
+            )
+            out["task"] = result_json(analysis)
+            out["polled"] = tasks.seen
+            info = await client.call_tool("document_info", {"document_id": os.environ["DOCUMENT_ID"]})
+            out["info"] = result_json(info)
+    out["logs"] = logs
+    return out
 
 
 async def refused() -> dict:
@@ -64,9 +158,14 @@ def describe(e: BaseException) -> str:
 
 async def session_run(token: str) -> dict:
     out: dict = {}
+    logs: list[dict] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append({"level": str(params.level), "data": params.data})
+
     async with http_client(token) as client:
         async with streamable_http_client(endpoint(), http_client=client) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, logging_callback=on_log) as session:
                 init = await session.initialize()
                 out["initialize"] = {
                     "server": init.server_info.name,
@@ -168,12 +267,20 @@ async def session_run(token: str) -> dict:
                     {"name": "document", "value": "GUI"},
                 )
                 out["completion"] = completed.completion.values
+
+                # Logging: the level is kept for this caller, and a call's
+                # steps arrive on the call's stream.
+                await session.set_logging_level("info")
+                logged = await session.call_tool("document_info", {"document_id": doc})
+                out["logged"] = result_json(logged)
+    out["logs"] = logs
     return out
 
 
 async def main() -> None:
     out = {"refused": await refused()}
     out.update(await session_run(os.environ["USER_TOKEN"]))
+    out["modern"] = await modern_run(os.environ["USER_TOKEN"])
     json.dump(out, sys.stdout)
 
 

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::McpServer;
 use super::logging::{Note, log_note};
+use super::tasks::{ASK_FOR_TASK, task_support};
 
 impl McpServer {
     pub(super) async fn tool_list(
@@ -46,6 +47,9 @@ impl McpServer {
         let call_id = format!("mcp_{}", Uuid::new_v4().simple());
         let ctx = ctx.with_call_id(call_id.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        if self.runs_as_task(&rq, &request.name) {
+            return self.start_task(request.name.into_owned(), args, ctx).await;
+        }
         let progress = rq.meta.get_progress_token();
         let level = self.log_level(&rq).await;
         let mut sent = 0u32;
@@ -109,7 +113,7 @@ fn is_the_call_itself(event: &ToolEvent, call_id: &str) -> bool {
 /// (and its JSON as text, for clients that read only text), or a failure
 /// as `isError` with the error's message (and its code in the structured
 /// content), which the client's model reads.
-fn call_result(result: &data_plane_registry::ToolResult) -> CallToolResult {
+pub(super) fn call_result(result: &data_plane_registry::ToolResult) -> CallToolResult {
     if !result.success {
         let message = result
             .error
@@ -165,6 +169,9 @@ fn mcp_tool(entry: &ToolEntry, ctx: &ToolContext) -> Result<Tool, serde_json::Er
     if let Some(output) = &entry.output_schema {
         tool["outputSchema"] = Value::clone(output);
     }
+    // Whether its calls run as tasks for a client that takes them
+    // (docs/mcp.md, "Tasks").
+    tool["_meta"] = json!({ ASK_FOR_TASK: task_support(entry.meta.timeout) });
     serde_json::from_value(tool)
 }
 
