@@ -220,8 +220,6 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         seq = index.last_seq().unwrap_or(0),
         "keyword index caught up"
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower_task = tokio::spawn(follower.run(stop_rx));
 
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
     let services = ServiceTokens::parse(&global.service_tokens)
@@ -242,6 +240,10 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .with_extract_limits(global.extract_limits()?)
         .with_runs(global.runs.runs_config()?)
         .with_allowed_origins(global.allowed_origins()?);
+    // The follower announces what it applies to the subscriptions here.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let follower = follower.with_changes(state.document_changes.clone());
+    let follower_task = tokio::spawn(follower.run(stop_rx));
     state.deployment.set_local_model(global.model.is_local());
     state.watch_embeddings();
     tracing::info!(

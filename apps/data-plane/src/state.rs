@@ -23,6 +23,9 @@ use crate::config::LOOPBACK_ORIGINS;
 use crate::metrics::Metrics;
 use crate::settings_cache::SettingsCache;
 
+/// Batches of document changes kept for subscribers that are behind.
+const DOCUMENT_CHANGES: usize = 64;
+
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub db: Db,
@@ -51,6 +54,10 @@ pub struct AppState {
     pub settings_cache: Arc<SettingsCache>,
     /// Browser origins `/mcp` answers; `None`: any (docs/mcp.md).
     pub allowed_origins: Option<Arc<[String]>>,
+    /// The documents changed, as this replica's keyword-index follower
+    /// applies them ([`data_plane_search::follower::Follower::with_changes`]):
+    /// what MCP's resource subscriptions hear.
+    pub document_changes: tokio::sync::broadcast::Sender<data_plane_search::follower::Changes>,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -132,6 +139,7 @@ impl AppState {
         let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
         Ok(AppState {
             allowed_origins: Some(LOOPBACK_ORIGINS.map(String::from).into()),
+            document_changes: tokio::sync::broadcast::channel(DOCUMENT_CHANGES).0,
             modules,
             runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,

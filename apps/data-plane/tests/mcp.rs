@@ -1571,3 +1571,168 @@ async fn a_long_call_runs_as_a_task_that_any_replica_answers() {
     let undeclared = ask(base, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
 }
+
+/// 2026-07-28's `subscriptions/listen`: a client watching a document (by
+/// id, by path) and its space's list hears when the document is
+/// re-ingested or deleted, through whichever replica; a document of a
+/// space it does not read is never reported.
+#[tokio::test]
+async fn a_subscription_hears_of_watched_documents_changing() {
+    use data_plane_ingest::pipeline::{Pipeline, Target};
+    use data_plane_search::KeywordIndex;
+    use data_plane_search::follower::Follower;
+    use data_plane_store::content;
+    use data_plane_store::identity::{self, Permission};
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+
+    let test = data_plane_store::testing::TestDatabase::create().await;
+    let db = test.db.clone();
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let user = identity::upsert_user(&mut tx, "watcher@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let (space, doc) = common::space_with_guide(&db, "watched", &[user]).await;
+    let (other_space, other_doc) = someone_elses_space(&db, "unwatched").await;
+    let state = common::state(db.clone(), common::embedder(), common::jwt());
+    let (_stop, stop) = tokio::sync::watch::channel(false);
+    let follower = Follower::new(db.clone(), KeywordIndex::in_memory().unwrap())
+        .with_changes(state.document_changes.clone());
+    follower.catch_up().await.unwrap();
+    tokio::spawn(follower.run(stop));
+    let base = common::serve(state).await;
+    let token = common::jwt()
+        .issue(
+            user,
+            "watcher@example.com",
+            Permission::User,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+
+    let by_id = format!("data-plane://spaces/{space}/documents/{doc}");
+    let by_path = format!("data-plane://spaces/{space}/paths/guides/vacuum.md");
+    let theirs = format!("data-plane://spaces/{other_space}/documents/{other_doc}");
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "notifications": {
+            "resourceSubscriptions": [by_id, by_path, theirs, "https://elsewhere/x"],
+            "resourcesListChanged": true,
+        },
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "watch-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/mcp?spaceId={space}"))
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream().eventsource();
+    let mut next = async || -> Value {
+        let event = tokio::time::timeout(Duration::from_secs(15), stream.next())
+            .await
+            .expect("a message within 15 s")
+            .expect("the stream goes on")
+            .unwrap();
+        serde_json::from_str(&event.data).unwrap()
+    };
+    let ack = next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    let accepted = &ack["params"]["notifications"];
+    assert_eq!(accepted["resourcesListChanged"], true, "{ack}");
+    // Ours only: the foreign URI is not accepted; the other space's is
+    // accepted (nothing says whether it exists) but never reported.
+    assert_eq!(
+        accepted["resourceSubscriptions"],
+        json!([by_id, by_path, theirs]),
+        "{ack}"
+    );
+
+    // Re-ingested: the list, then the document by id and by path.
+    let ingest = async |space_id: uuid::Uuid, text: &[u8]| {
+        let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+        let source = content::ensure_source(&mut tx, space_id, "notes", content::SourceKind::Files)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        Pipeline::new(db.clone(), common::embedder())
+            .ingest_file(
+                data_plane_store::Scope::System,
+                Target {
+                    space_id,
+                    source_id: source.id,
+                },
+                "guides/vacuum.md",
+                text,
+            )
+            .await
+            .unwrap();
+    };
+    // The other space changes first: nothing of it arrives.
+    ingest(
+        other_space,
+        b"# Theirs\n\nChanged where the watcher cannot read.\n",
+    )
+    .await;
+    ingest(
+        space,
+        b"# Vacuuming\n\nVACUUM reclaims storage; autovacuum runs it.\n",
+    )
+    .await;
+    let mut heard = Vec::new();
+    while heard.len() < 3 {
+        heard.push(next().await);
+    }
+    assert_eq!(
+        heard[0]["method"], "notifications/resources/list_changed",
+        "{heard:#?}"
+    );
+    let updated: Vec<&Value> = heard[1..].iter().map(|m| &m["params"]["uri"]).collect();
+    assert_eq!(updated, [&json!(by_id), &json!(by_path)], "{heard:#?}");
+
+    // Deleted: both again, and the list.
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    assert!(content::delete_document(&mut tx, doc).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut heard = Vec::new();
+    while heard.len() < 3 {
+        heard.push(next().await);
+    }
+    assert!(
+        heard.iter().all(|m| m["params"]["uri"] != json!(theirs)),
+        "{heard:#?}"
+    );
+    assert_eq!(heard[0]["method"], "notifications/resources/list_changed");
+    let updated: Vec<&Value> = heard[1..].iter().map(|m| &m["params"]["uri"]).collect();
+    assert_eq!(updated, [&json!(by_id), &json!(by_path)], "{heard:#?}");
+
+    // A handshake-era subscription is refused with the way to do it.
+    let legacy = rpc(
+        &base,
+        &token,
+        "",
+        "resources/subscribe",
+        json!({"uri": format!("data-plane://spaces/{space}/documents/{doc}")}),
+    )
+    .await;
+    assert!(
+        legacy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("subscriptions/listen"),
+        "{legacy}"
+    );
+}

@@ -2,16 +2,18 @@
 //! change log (`index_log`): on start it catches up from the sequence number
 //! stored in the index's last commit, then wakes on NOTIFY (with a slow poll as
 //! a safety net) and applies new entries. Replaying an entry is harmless: each
-//! one says "make document X look like it does in PostgreSQL now".
+//! one says "make document X look like it does in PostgreSQL now". Each batch
+//! applied is also announced to whoever listens on this replica
+//! ([`Follower::with_changes`]: MCP's resource subscriptions).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use data_plane_store::content::{self, IndexableChunk};
-use data_plane_store::index_log::{self, NOTIFY_CHANNEL};
+use data_plane_store::index_log::{self, LogEntry, NOTIFY_CHANNEL};
 use data_plane_store::listen::Subscription;
 use data_plane_store::{Db, Scope};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
 use crate::{ChunkDoc, IndexOp, KeywordIndex, SearchError};
@@ -21,15 +23,31 @@ const BATCH: i64 = 500;
 /// The poll interval when no notification arrives.
 const POLL: Duration = Duration::from_secs(5);
 
+/// The documents a batch of the log changed, as the follower applied them
+/// (oldest first).
+pub type Changes = std::sync::Arc<[LogEntry]>;
+
 #[derive(Debug, Clone)]
 pub struct Follower {
     db: Db,
     index: KeywordIndex,
+    changes: Option<broadcast::Sender<Changes>>,
 }
 
 impl Follower {
     pub fn new(db: Db, index: KeywordIndex) -> Self {
-        Follower { db, index }
+        Follower {
+            db,
+            index,
+            changes: None,
+        }
+    }
+
+    /// Announces every batch it applies on `changes` (a receiver that falls
+    /// behind is told it lagged, and should look again at what it watches).
+    pub fn with_changes(mut self, changes: broadcast::Sender<Changes>) -> Self {
+        self.changes = Some(changes);
+        self
     }
 
     /// Applies every log entry after the index's last sequence number; returns
@@ -55,7 +73,12 @@ impl Follower {
                 .await
                 .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
             applied += entries.len() as u64;
-            if (entries.len() as i64) < BATCH {
+            let full = entries.len() as i64 >= BATCH;
+            if let Some(changes) = &self.changes {
+                // Nobody listening is no failure.
+                let _ = changes.send(entries.into());
+            }
+            if !full {
                 return Ok(applied);
             }
         }

@@ -19,6 +19,7 @@
 mod logging;
 mod prompts;
 mod resources;
+mod subscriptions;
 mod tasks;
 mod tools;
 
@@ -31,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use data_plane_registry::ToolContext;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeResult, ListPromptsResult,
@@ -38,7 +40,7 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
 };
 use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, UpdateTaskParams};
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
@@ -217,6 +219,8 @@ impl ServerHandler for McpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .enable_prompts()
                 .enable_completions()
                 .enable_logging()
@@ -257,6 +261,32 @@ impl ServerHandler for McpServer {
         rq: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         self.prompt_get(request, rq).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(self.subscription_filter(requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        self.listen_for(subscription).await
+    }
+
+    /// A handshake-era subscription would need a stream that outlives its
+    /// request, which this stateless endpoint does not keep.
+    #[allow(deprecated)] // resources/subscribe is legacy-only in rmcp
+    async fn subscribe(
+        &self,
+        _request: rmcp::model::SubscribeRequestParams,
+        _rq: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Err(McpError::invalid_request(
+            "resources/subscribe needs a session, which this endpoint does not keep: \
+             subscribe with subscriptions/listen (protocol 2026-07-28), or read again",
+            None,
+        ))
     }
 
     async fn list_resource_templates(

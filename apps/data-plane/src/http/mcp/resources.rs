@@ -409,14 +409,14 @@ const RANGE: &str = "data-plane://spaces/{space_id}/paths/{+path}{?start,end}";
 /// and perhaps a range of its characters (`?start=N&end=M`, either given
 /// alone).
 #[derive(Debug, Clone, PartialEq)]
-struct Named {
-    space: Uuid,
-    document: Document,
+pub(super) struct Named {
+    pub(super) space: Uuid,
+    pub(super) document: Document,
     range: Option<Range>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Document {
+pub(super) enum Document {
     Id(Uuid),
     Path(String),
 }
@@ -431,7 +431,7 @@ struct Range {
 
 impl Named {
     /// Reads a URI of ours; why not, when it is not one.
-    fn parse(uri: &str) -> Result<Named, String> {
+    pub(super) fn parse(uri: &str) -> Result<Named, String> {
         let url = url::Url::parse(uri).map_err(|e| e.to_string())?;
         if url.scheme() != "data-plane" || url.host_str() != Some("spaces") {
             return Err("not a data-plane://spaces/ URI".into());
