@@ -324,12 +324,20 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     });
     let ledger = state.ledger.clone();
     let settings_cache = state.settings_cache.clone();
+    let (runs, shutdown) = (state.runs.clone(), state.shutdown.clone());
     if let Some(metrics_addr) = &global.limits.metrics_addr {
         crate::http::metrics::spawn_listener(metrics_addr, state.clone()).await?;
     }
     axum::serve(listener, crate::http::service(state))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Streams that would stay open end; chat runs end with their
+            // streams, as the server waits for open requests.
+            shutdown.cancel();
+        })
         .await?;
+    // Tasks have no stream to wait on: they finish, or are stopped.
+    runs.finish_calls(TASKS_AT_SHUTDOWN).await;
     // Audit records still queued are written before the process ends.
     ledger.flush().await;
     // Writers of settings stop waiting on this replica.
@@ -338,6 +346,10 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let _ = follower_task.await;
     Ok(())
 }
+
+/// How long the tasks still running at shutdown may take before they are
+/// stopped (inside the 30 s an orchestrator usually waits after SIGTERM).
+const TASKS_AT_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(20);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

@@ -58,6 +58,12 @@ pub struct AppState {
     /// applies them ([`data_plane_search::follower::Follower::with_changes`]):
     /// what MCP's resource subscriptions hear.
     pub document_changes: tokio::sync::broadcast::Sender<data_plane_search::follower::Changes>,
+    /// Cancelled when the server begins to shut down: streams that would
+    /// stay open (MCP's subscriptions) end, so the shutdown can finish.
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// MCP subscriptions open on this replica, by caller (each caller may
+    /// hold a few: docs/mcp.md).
+    pub mcp_listens: Arc<std::sync::Mutex<std::collections::HashMap<uuid::Uuid, usize>>>,
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -140,6 +146,8 @@ impl AppState {
         Ok(AppState {
             allowed_origins: Some(LOOPBACK_ORIGINS.map(String::from).into()),
             document_changes: tokio::sync::broadcast::channel(DOCUMENT_CHANGES).0,
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            mcp_listens: Arc::default(),
             modules,
             runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,

@@ -391,7 +391,7 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
     mcp.push((
         Some(w.space_b),
         "completion/complete",
-        json!({"ref": {"type": "ref/resource", "uri": "data-plane://spaces/{space_id}/paths/{+path}"},
+        json!({"ref": {"type": "ref/resource", "uri": "data-plane://spaces/{space_id}/paths/{path}"},
                "argument": {"name": "path", "value": PROBE}}),
     ));
     mcp.push((Some(w.space_b), "resources/templates/list", json!({})));
@@ -428,7 +428,7 @@ async fn a_user_of_one_space_can_neither_read_nor_change_another() {
             let body = json!({"jsonrpc": "2.0", "id": "complete", "method": "completion/complete",
             "params": {
                 "ref": {"type": "ref/resource",
-                        "uri": "data-plane://spaces/{space_id}/paths/{+path}{?start,end}"},
+                        "uri": "data-plane://spaces/{space_id}/paths/{path}{?start,end}"},
                 "argument": {"name": argument, "value": ""},
                 "context": {"arguments": {"space_id": w.space_b.to_string()}},
             }});

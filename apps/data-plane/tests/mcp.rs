@@ -1222,8 +1222,8 @@ async fn templates_name_a_document_by_path_and_a_range_of_it() {
     assert_eq!(
         uris,
         [
-            "data-plane://spaces/{space_id}/paths/{+path}",
-            "data-plane://spaces/{space_id}/paths/{+path}{?start,end}",
+            "data-plane://spaces/{space_id}/paths/{path}",
+            "data-plane://spaces/{space_id}/paths/{path}{?start,end}",
         ],
         "{listed}"
     );
@@ -1240,9 +1240,9 @@ async fn templates_name_a_document_by_path_and_a_range_of_it() {
         .await;
         answer["result"]["contents"][0].clone()
     };
-    // By path, as the template expands it (what {+path} leaves encoded).
+    // By path, as the template expands it (what {path} encodes: the slash too).
     let by_path = read(format!(
-        "data-plane://spaces/{space}/paths/tuning/caf%C3%A9%20notes.txt"
+        "data-plane://spaces/{space}/paths/tuning%2Fcaf%C3%A9%20notes.txt"
     ))
     .await;
     assert_eq!(by_path["text"], text, "{by_path}");
@@ -1328,7 +1328,7 @@ async fn templates_name_a_document_by_path_and_a_range_of_it() {
         .await;
         answer["result"]["completion"]["values"].clone()
     };
-    let template = "data-plane://spaces/{space_id}/paths/{+path}{?start,end}";
+    let template = "data-plane://spaces/{space_id}/paths/{path}{?start,end}";
     assert_eq!(
         complete(template, "space_id", "", json!({})).await,
         json!([space.to_string()])
@@ -1597,6 +1597,8 @@ async fn a_subscription_hears_of_watched_documents_changing() {
     let (space, doc) = common::space_with_guide(&db, "watched", &[user]).await;
     let (other_space, other_doc) = someone_elses_space(&db, "unwatched").await;
     let state = common::state(db.clone(), common::embedder(), common::jwt());
+    // What the follower applied, as the subscriptions hear it.
+    let mut applied = state.document_changes.subscribe();
     let (_stop, stop) = tokio::sync::watch::channel(false);
     let follower = Follower::new(db.clone(), KeywordIndex::in_memory().unwrap())
         .with_changes(state.document_changes.clone());
@@ -1681,12 +1683,22 @@ async fn a_subscription_hears_of_watched_documents_changing() {
             .await
             .unwrap();
     };
-    // The other space changes first: nothing of it arrives.
+    // The other space changes first, and the follower has applied it
+    // before the watched document changes: nothing of it may arrive.
     ingest(
         other_space,
         b"# Theirs\n\nChanged where the watcher cannot read.\n",
     )
     .await;
+    loop {
+        let batch = tokio::time::timeout(Duration::from_secs(15), applied.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if batch.iter().any(|e| e.space_id == other_space) {
+            break;
+        }
+    }
     ingest(
         space,
         b"# Vacuuming\n\nVACUUM reclaims storage; autovacuum runs it.\n",
@@ -1719,6 +1731,11 @@ async fn a_subscription_hears_of_watched_documents_changing() {
     let updated: Vec<&Value> = heard[1..].iter().map(|m| &m["params"]["uri"]).collect();
     assert_eq!(updated, [&json!(by_id), &json!(by_path)], "{heard:#?}");
 
+    // The other space changes again: still nothing, then or later.
+    ingest(other_space, b"# Theirs\n\nChanged once more.\n").await;
+    let quiet = tokio::time::timeout(Duration::from_millis(800), stream.next()).await;
+    assert!(quiet.is_err(), "nothing more was sent: {quiet:?}");
+
     // A handshake-era subscription is refused with the way to do it.
     let legacy = rpc(
         &base,
@@ -1734,5 +1751,104 @@ async fn a_subscription_hears_of_watched_documents_changing() {
             .unwrap()
             .contains("subscriptions/listen"),
         "{legacy}"
+    );
+}
+
+/// A replica stopped with SIGTERM lets the task it runs finish before it
+/// exits: the task ends `completed` with its result, not lost.
+#[tokio::test]
+async fn a_task_finishes_before_its_replica_stops() {
+    use data_plane_store::identity::{self, Permission};
+    let model = FakeModel::start().await;
+    model.push(Reply::Stream(vec![
+        Piece::Chunk(chunk(
+            json!({"role": "assistant", "content": "Slow "}),
+            None,
+        )),
+        Piece::Pause(Duration::from_secs(2)),
+        Piece::Chunk(chunk(json!({"content": "answer."}), Some("stop"))),
+        Piece::Done,
+    ]));
+    let test = data_plane_store::testing::TestDatabase::create().await;
+    let mut tx = test
+        .db
+        .begin(data_plane_store::Scope::System)
+        .await
+        .unwrap();
+    let user = identity::upsert_user(&mut tx, "stopping@example.com", Some(Permission::User))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let (space, doc) = common::space_with_guide(&test.db, "stopping", &[user]).await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let addr = data_plane_testkit::unused_addr();
+    let mut process = common::server_process(&test, data_dir.path(), addr)
+        .env("DATA_PLANE_JWT_SECRET", common::JWT_SECRET)
+        .env("OPENAI_BASE_URL", model.base_url())
+        .env("DATA_PLANE_MODEL", "test-model")
+        // The fake model is on loopback; as a remote one it is offered
+        // analyze_document.
+        .env("DATA_PLANE_LOCAL_MODEL", "false")
+        .spawn()
+        .unwrap();
+    let base = format!("http://{addr}");
+    common::wait_ready(&base).await;
+    let token = common::jwt()
+        .issue(
+            user,
+            "stopping@example.com",
+            Permission::User,
+            Duration::from_secs(600),
+        )
+        .unwrap();
+    let started = rpc_as(
+        "2026-07-28",
+        &base,
+        &token,
+        &format!("?spaceId={space}"),
+        "tools/call",
+        with_tasks(
+            json!({"name": "analyze_document",
+                   "arguments": {"document_id": doc, "question": "Slow?"}}),
+            json!({}),
+        ),
+    )
+    .await;
+    let task: uuid::Uuid = started["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .parse()
+        .unwrap();
+    assert!(model.wait_requests(1, Duration::from_secs(10)).await);
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &process.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let exited = tokio::task::spawn_blocking(move || process.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let mut tx = test
+        .db
+        .begin(data_plane_store::Scope::System)
+        .await
+        .unwrap();
+    let (status, result): (String, Value) = sqlx::query_as(
+        "SELECT r.status::text, e.data FROM runs r
+           JOIN run_events e ON e.run_id = r.id AND e.kind = 'tool_result'
+          WHERE r.id = $1",
+    )
+    .bind(task)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(status, "done");
+    assert_eq!(
+        result["result"]["data"]["analysis"], "Slow answer.",
+        "{result}"
     );
 }

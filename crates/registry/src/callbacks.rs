@@ -179,6 +179,38 @@ pub enum LogLevel {
     Emergency,
 }
 
+impl LogLevel {
+    pub const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// Its name, as MCP and the JSON say it (`debug` … `emergency`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    /// The level of that name.
+    pub fn named(name: &str) -> Option<LogLevel> {
+        LogLevel::ALL.into_iter().find(|level| level.name() == name)
+    }
+}
+
 /// One line about what happened inside a call: what the pipeline decided,
 /// in words the caller may read (nothing an operator's log alone should
 /// hold: no addresses, no SQL).
@@ -322,4 +354,21 @@ where
         }
     }
     Some(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_levels_are_named_as_their_json_says_and_ordered_least_first() {
+        for (i, level) in LogLevel::ALL.into_iter().enumerate() {
+            assert_eq!(serde_json::to_value(level).unwrap(), level.name());
+            assert_eq!(LogLevel::named(level.name()), Some(level));
+            if i > 0 {
+                assert!(LogLevel::ALL[i - 1] < level);
+            }
+        }
+        assert_eq!(LogLevel::named("loud"), None);
+    }
 }

@@ -210,27 +210,19 @@ impl Runs {
     /// names its call id, holding `hold` until it ends. It runs whether
     /// anyone reads it or not; only a stop (from any replica) or its end
     /// ends it. Answers once the run is recorded, so that whoever asks
-    /// for it next, on any replica, finds it.
+    /// for it next, on any replica, finds it. The call's `ended` is handed its result once it returned (not when
+    /// the run was stopped first).
     pub async fn begin_call(
         &self,
         registry: Arc<Registry>,
-        tool: String,
-        args: serde_json::Value,
+        call: Call,
         ctx: ToolContext,
         hold: Box<dyn Send + Sync>,
     ) -> Result<Uuid, RunsError> {
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let (live, run_id, _) = opened(&inner, &ctx, None, Some(&tool)).await?;
-            tokio::spawn(call::drive(
-                inner.clone(),
-                live,
-                registry,
-                tool,
-                args,
-                ctx,
-                hold,
-            ));
+            let (live, run_id, _) = opened(&inner, &ctx, None, Some(&call.tool)).await?;
+            tokio::spawn(call::drive(inner.clone(), live, registry, call, ctx, hold));
             Ok(run_id)
         })
         .await
@@ -257,9 +249,13 @@ impl Runs {
                     Some(Event::Agent(AgentEvent::Tool(ToolEvent::ToolResult {
                         result, ..
                     }))) => Some(CallOutcome::Result(Box::new(result))),
-                    // Stopped before the call ended (a `done` with
-                    // `stopped` is recorded as done too).
-                    _ => Some(CallOutcome::Stopped),
+                    // The call ended, but its result could not be recorded
+                    // (the recorder's placeholder stands in its place).
+                    _ => Some(CallOutcome::Failed {
+                        code: "result_unrecorded".into(),
+                        message: "the task's call ended, but its result could not be recorded"
+                            .into(),
+                    }),
                 }
             }
             RunStatus::Error => {
@@ -333,6 +329,37 @@ impl Runs {
         }
     }
 
+    /// Lets this replica's tool-call runs (tasks, which no stream keeps
+    /// open) finish for up to `within`, then stops those still going, and
+    /// answers once each has ended: what a replica does before it exits,
+    /// so that no task is left to be found lost.
+    pub async fn finish_calls(&self, within: Duration) {
+        let calls = || -> Vec<Arc<LiveRun>> {
+            lock(&self.inner.live)
+                .values()
+                .filter(|run| run.detached)
+                .cloned()
+                .collect()
+        };
+        let until = tokio::time::Instant::now() + within;
+        for run in calls() {
+            let mut ended = run.ended.subscribe();
+            let _ = tokio::time::timeout_at(until, ended.wait_for(|s| s.is_some())).await;
+        }
+        let left = calls();
+        if !left.is_empty() {
+            tracing::warn!(
+                tasks = left.len(),
+                "tasks still running at shutdown are stopped"
+            );
+        }
+        for run in left {
+            if let Err(e) = self.stop(run.id).await {
+                tracing::warn!(run_id = %run.id, error = %e, "a task could not be stopped at shutdown");
+            }
+        }
+    }
+
     /// Runs running on this replica now, and their calls waiting for a
     /// person's approval.
     pub fn load_here(&self) -> (usize, usize) {
@@ -373,6 +400,22 @@ async fn opened(
     )
     .await;
     Ok((live, run_id, conversation_id))
+}
+
+/// The call a run that is one tool call makes (see [`Runs::begin_call`]).
+pub struct Call {
+    pub tool: String,
+    pub args: serde_json::Value,
+    /// Handed the call's result once it returned.
+    pub ended: Box<dyn FnOnce(&ToolResult) + Send>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("tool", &self.tool)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A run that is one tool call (see [`Runs::call`]).

@@ -448,14 +448,20 @@ pub async fn document_entries(
     .await?)
 }
 
-/// Up to `limit` ids of the spaces `tx`'s scope may read, in id order.
-pub async fn readable_space_ids(tx: &mut ScopedTx, limit: i64) -> Result<Vec<Uuid>, StoreError> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM spaces ORDER BY id LIMIT $1")
-            .bind(limit)
-            .fetch_all(&mut **tx)
-            .await?,
+/// Up to `limit` ids of the spaces `tx`'s scope may read whose id (as
+/// text) begins with `prefix`, in id order.
+pub async fn readable_space_ids(
+    tx: &mut ScopedTx,
+    prefix: &str,
+    limit: i64,
+) -> Result<Vec<Uuid>, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM spaces WHERE starts_with(id::text, lower($1)) ORDER BY id LIMIT $2",
     )
+    .bind(prefix)
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
 }
 
 /// Up to `limit` documents of a space that `tx`'s scope may read whose

@@ -47,7 +47,8 @@ pub struct LimitArgs {
     )]
     pub chat_max_concurrent: u32,
 
-    /// Chat turns one user may start per minute on this replica (0: no limit).
+    /// Runs one user may start per minute on this replica, chat turns and
+    /// MCP tasks together (0: no limit).
     #[arg(
         long,
         env = "DATA_PLANE_CHAT_TURNS_PER_MINUTE",

@@ -79,6 +79,8 @@ pub fn service(state: AppState) -> StreamableHttpService<McpServer, NeverSession
     config.legacy_session_mode = false;
     config.json_response = false;
     config.max_request_body_bytes = super::MAX_BODY_BYTES;
+    // A shutdown ends the streams that would stay open (subscriptions).
+    let config = config.with_cancellation_token(state.shutdown.child_token());
     StreamableHttpService::new(
         move || Ok(McpServer::new(state.clone())),
         Arc::new(NeverSessionManager::default()),
@@ -186,6 +188,12 @@ fn request_parts(rq: &RequestContext<RoleServer>) -> Result<&axum::http::request
         .ok_or_else(|| McpError::internal_error("the HTTP request is missing", None))
 }
 
+/// A new id for a call made over /mcp (`mcp_…`, in the audit log and the
+/// call's events).
+fn call_id() -> String {
+    format!("mcp_{}", Uuid::new_v4().simple())
+}
+
 /// Who sent it (the layer in front authenticated them).
 fn caller_of(rq: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
     request_parts(rq)?
@@ -213,6 +221,22 @@ fn store_fault(e: data_plane_store::StoreError) -> McpError {
 }
 
 impl ServerHandler for McpServer {
+    /// A handshake-era session is offered no resource subscriptions: they
+    /// would need a stream that outlives a request (see `subscribe`).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        rq: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        rq.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(resources) = result.capabilities.resources.as_mut() {
+            resources.subscribe = None;
+            resources.list_changed = None;
+        }
+        Ok(result)
+    }
+
     #[allow(deprecated)] // logging: see logging.rs
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(

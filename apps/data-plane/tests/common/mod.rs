@@ -160,7 +160,7 @@ pub fn server_process(
 }
 
 /// Waits until the server at `base` answers `/healthz`, two minutes at most.
-async fn wait_ready(base: &str) {
+pub async fn wait_ready(base: &str) {
     let ready = async {
         loop {
             if reqwest::get(format!("{base}/healthz"))

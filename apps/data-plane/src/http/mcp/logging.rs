@@ -10,10 +10,9 @@ use data_plane_registry::{CallLog, LogLevel};
 use data_plane_store::{Scope, log_levels};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    LoggingMessageNotificationParam, ProgressNotificationParam, SetLevelRequestParams,
+    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, SetLevelRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError};
-use serde_json::json;
 
 use super::{McpServer, caller_of, store_fault};
 
@@ -24,7 +23,7 @@ impl McpServer {
     /// for the caller; `None`: no log notifications.
     pub(super) async fn log_level(&self, rq: &RequestContext<RoleServer>) -> Option<LogLevel> {
         if let Some(level) = rq.meta.log_level() {
-            return serde_json::from_value(json!(level)).ok();
+            return Some(from_mcp(level));
         }
         if rq.meta.protocol_version().is_some() {
             return None;
@@ -38,7 +37,7 @@ impl McpServer {
             Ok::<_, data_plane_store::StoreError>(level)
         };
         match stored.await {
-            Ok(level) => level.and_then(|l| serde_json::from_value(json!(l)).ok()),
+            Ok(level) => level.as_deref().and_then(LogLevel::named),
             Err(e) => {
                 tracing::warn!(error = %e, "the caller's MCP log level cannot be read; the call sends no log notifications");
                 None
@@ -57,17 +56,14 @@ impl McpServer {
     ) -> Result<(), McpError> {
         let caller = caller_of(&rq)?;
         let service = caller.service.as_deref().unwrap_or_default();
-        let level = serde_json::to_value(request.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .ok_or_else(|| McpError::internal_error("the level cannot be read back", None))?;
+        let level = from_mcp(request.level).name();
         let mut tx = self
             .state
             .db
             .begin(Scope::User(caller.user_id))
             .await
             .map_err(store_fault)?;
-        log_levels::set(&mut tx, caller.user_id, service, &level)
+        log_levels::set(&mut tx, caller.user_id, service, level)
             .await
             .map_err(store_fault)?;
         tx.commit().await.map_err(|e| store_fault(e.into()))?;
@@ -96,9 +92,49 @@ impl Note {
 /// line with the call and tool it is about.
 pub(super) fn log_note(line: &CallLog, least: Option<LogLevel>) -> Option<Note> {
     least.filter(|least| line.level >= *least)?;
-    let level = serde_json::from_value(json!(line.level)).ok()?;
     let data = serde_json::to_value(line).ok()?;
-    let mut note = LoggingMessageNotificationParam::new(level, data);
+    let mut note = LoggingMessageNotificationParam::new(to_mcp(line.level), data);
     note.logger = Some("data-plane".into());
     Some(Note::Log(note))
+}
+
+/// MCP's level as ours.
+fn from_mcp(level: LoggingLevel) -> LogLevel {
+    match level {
+        LoggingLevel::Debug => LogLevel::Debug,
+        LoggingLevel::Info => LogLevel::Info,
+        LoggingLevel::Notice => LogLevel::Notice,
+        LoggingLevel::Warning => LogLevel::Warning,
+        LoggingLevel::Error => LogLevel::Error,
+        LoggingLevel::Critical => LogLevel::Critical,
+        LoggingLevel::Alert => LogLevel::Alert,
+        LoggingLevel::Emergency => LogLevel::Emergency,
+    }
+}
+
+/// Ours as MCP's.
+fn to_mcp(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_level_is_the_same_level_both_ways() {
+        for level in LogLevel::ALL {
+            assert_eq!(from_mcp(to_mcp(level)), level);
+            assert_eq!(serde_json::to_value(to_mcp(level)).unwrap(), level.name());
+        }
+    }
 }

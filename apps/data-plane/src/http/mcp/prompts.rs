@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
-use super::resources::{COMPLETIONS, Entries};
+use super::resources::{COMPLETIONS, Entries, paths};
 use super::{McpServer, caller_of, refused};
 use crate::http::context::space_facts;
 
@@ -178,7 +178,7 @@ impl McpServer {
         };
         let typed = Entries::AtPath(request.argument.value.trim(), true);
         let found = self.entries(ctx, space, typed, COMPLETIONS + 1).await?;
-        Ok(found.into_iter().map(|d| d.path).collect())
+        Ok(paths(found))
     }
 }
 

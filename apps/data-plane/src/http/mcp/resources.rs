@@ -16,7 +16,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{McpServer, store_fault};
+use super::{McpServer, call_id, store_fault};
 
 impl McpServer {
     /// Up to `limit` documents of `space` that the caller may read, in
@@ -74,10 +74,10 @@ impl McpServer {
             ));
         };
         if let Ok(id) = Uuid::parse_str(&document) {
-            return Ok(format!("data-plane://spaces/{space}/documents/{id}"));
+            return Ok(document_uri(space, id));
         }
         let id = self.document_at(ctx, space, &document).await?;
-        Ok(format!("data-plane://spaces/{space}/documents/{id}"))
+        Ok(document_uri(space, id))
     }
 
     /// A document (or a range of its characters) by its resource URI, read
@@ -123,8 +123,7 @@ impl McpServer {
                 }),
             ),
         };
-        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
-        let ctx = ctx.with_call_id(call_id);
+        let ctx = ctx.with_call_id(call_id());
         let args = json!({ "document_id": id, "start": start, "max_length": max_length });
         let result = self
             .state
@@ -137,6 +136,9 @@ impl McpServer {
             (_, Some(e)) if e.code == ErrorCode::NotFound => return Err(not_found()),
             (_, Some(e)) if e.retryable => {
                 return Err(McpError::internal_error(e.message.clone(), None));
+            }
+            (_, Some(e)) if e.code == ErrorCode::InvalidArguments => {
+                return Err(McpError::invalid_params(e.message.clone(), None));
             }
             (_, Some(e)) => return Err(McpError::invalid_request(e.message.clone(), None)),
             _ => {
@@ -180,7 +182,7 @@ impl McpServer {
     }
 
     /// The one document at `path` in `space` that the caller may read.
-    async fn document_at(
+    pub(super) async fn document_at(
         &self,
         ctx: &ToolContext,
         space: Uuid,
@@ -311,7 +313,7 @@ impl McpServer {
             "space_id" => {
                 let spaces = match ctx.space_id {
                     Some(space) => vec![space],
-                    None => self.readable_spaces(ctx).await?,
+                    None => self.readable_spaces(ctx, typed).await?,
                 };
                 Ok(spaces
                     .into_iter()
@@ -335,26 +337,35 @@ impl McpServer {
                 let found = self
                     .entries(ctx, space, Entries::AtPath(typed, true), COMPLETIONS + 1)
                     .await?;
-                Ok(found.into_iter().map(|d| d.path).collect())
+                Ok(paths(found))
             }
             _ => Ok(Vec::new()),
         }
     }
 
-    /// The spaces the caller reads, in id order.
-    async fn readable_spaces(&self, ctx: &ToolContext) -> Result<Vec<Uuid>, McpError> {
+    /// The spaces the caller reads whose id begins with `typed`, in id
+    /// order.
+    async fn readable_spaces(&self, ctx: &ToolContext, typed: &str) -> Result<Vec<Uuid>, McpError> {
         let mut tx = self
             .state
             .db
             .begin(Scope::User(ctx.user_id))
             .await
             .map_err(store_fault)?;
-        let spaces = content::readable_space_ids(&mut tx, COMPLETIONS + 1)
+        let spaces = content::readable_space_ids(&mut tx, typed, COMPLETIONS + 1)
             .await
             .map_err(store_fault)?;
         tx.commit().await.map_err(|e| store_fault(e.into()))?;
         Ok(spaces)
     }
+}
+
+/// The paths of documents in path order, each once (two sources may
+/// hold the same path).
+pub(super) fn paths(found: Vec<DocumentEntry>) -> Vec<String> {
+    let mut paths: Vec<String> = found.into_iter().map(|d| d.path).collect();
+    paths.dedup();
+    paths
 }
 
 /// At most this many completions are looked up, one more than are sent, so
@@ -382,6 +393,11 @@ pub(super) enum Entries<'a> {
 /// How a document is named as a resource.
 const DOCUMENT_URI: &str = "data-plane://spaces/{space_id}/documents/{document_id}";
 
+/// A document's own URI ([`DOCUMENT_URI`]).
+pub(super) fn document_uri(space: Uuid, document: Uuid) -> String {
+    format!("data-plane://spaces/{space}/documents/{document}")
+}
+
 /// A document as a resource: its URI, its path as the name, its title
 /// (else the file's name), and the size of the text a read returns.
 fn resource(d: &DocumentEntry) -> Resource {
@@ -390,20 +406,19 @@ fn resource(d: &DocumentEntry) -> Resource {
         .clone()
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| d.path.rsplit('/').next().unwrap_or(&d.path).to_string());
-    Resource::new(
-        format!("data-plane://spaces/{}/documents/{}", d.space_id, d.id),
-        d.path.clone(),
-    )
-    .with_title(title)
-    .with_mime_type("text/plain")
-    .with_size(u64::try_from(d.text_bytes).unwrap_or(0))
+    Resource::new(document_uri(d.space_id, d.id), d.path.clone())
+        .with_title(title)
+        .with_mime_type("text/plain")
+        .with_size(u64::try_from(d.text_bytes).unwrap_or(0))
 }
 
-/// A document by its path (RFC 6570: `+` keeps the path's `/`).
-const BY_PATH: &str = "data-plane://spaces/{space_id}/paths/{+path}";
+/// A document by its path. RFC 6570's simple expansion encodes every
+/// reserved character of the path (`/` as `%2F`, `#`, `?`, `%`), and a read
+/// decodes them; a path written with plain `/` reads the same.
+const BY_PATH: &str = "data-plane://spaces/{space_id}/paths/{path}";
 
 /// A range of a document's characters, by its path.
-const RANGE: &str = "data-plane://spaces/{space_id}/paths/{+path}{?start,end}";
+const RANGE: &str = "data-plane://spaces/{space_id}/paths/{path}{?start,end}";
 
 /// What a resource URI names: a document of a space, by id or by path,
 /// and perhaps a range of its characters (`?start=N&end=M`, either given
@@ -430,13 +445,17 @@ struct Range {
 }
 
 impl Named {
-    /// Reads a URI of ours; why not, when it is not one.
+    /// Reads a URI of ours; why not, when it is not one. Read as written:
+    /// no dot segment is resolved (a path holding one is refused), and a
+    /// fragment is no part of a document.
     pub(super) fn parse(uri: &str) -> Result<Named, String> {
-        let url = url::Url::parse(uri).map_err(|e| e.to_string())?;
-        if url.scheme() != "data-plane" || url.host_str() != Some("spaces") {
-            return Err("not a data-plane://spaces/ URI".into());
+        let rest = uri
+            .strip_prefix("data-plane://spaces/")
+            .ok_or("not a data-plane://spaces/ URI")?;
+        if rest.contains('#') {
+            return Err("a fragment (#) names no part of a document".into());
         }
-        let path = url.path().strip_prefix('/').unwrap_or_default();
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (space, rest) = path.split_once('/').ok_or("no document after the space")?;
         let space = space
             .parse::<Uuid>()
@@ -450,12 +469,18 @@ impl Named {
             let path = percent_encoding::percent_decode_str(path)
                 .decode_utf8()
                 .map_err(|_| "the path is not UTF-8 once decoded")?;
+            if path
+                .split('/')
+                .any(|segment| segment == "." || segment == "..")
+            {
+                return Err("a path holds no . or .. segment".into());
+            }
             Document::Path(path.into_owned())
         } else {
             return Err("neither documents/ID nor paths/PATH after the space".into());
         };
         let mut range = None::<Range>;
-        for (key, value) in url.query_pairs() {
+        for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
             let number = value
                 .parse::<u64>()
                 .map_err(|_| format!("{key}={value:?} is not a character offset"))?;
@@ -538,11 +563,30 @@ mod tests {
             &format!("{s}/paths/guides/vacuum.md"),
             Ok((Document::Path("guides/vacuum.md".into()), None)),
         );
-        // What RFC 6570's {+path} leaves encoded is decoded.
+        // What RFC 6570's {path} encodes is decoded, a `/` included.
         check(
-            &format!("{s}/paths/notes/caf%C3%A9%20menu.md?end=40"),
+            &format!("{s}/paths/notes%2Fcaf%C3%A9%20menu.md?end=40"),
             Ok((Document::Path("notes/café menu.md".into()), r(0, Some(40)))),
         );
+        check(
+            &format!("{s}/paths/notes/C%23%20and%20%3F.md"),
+            Ok((Document::Path("notes/C# and ?.md".into()), None)),
+        );
+        check(
+            &format!("{s}/paths/100%2541.md"),
+            Ok((Document::Path("100%41.md".into()), None)),
+        );
+        // Read as written: no dot segment, no fragment.
+        check(&format!("{s}/paths/a/../b.md"), Err("no . or .. segment"));
+        check(
+            &format!("{s}/paths/a/%2E%2E/b.md"),
+            Err("no . or .. segment"),
+        );
+        check(
+            &format!("{s}/paths/x/../../../{space}/documents/{doc}"),
+            Err("no . or .. segment"),
+        );
+        check(&format!("{s}/paths/notes/C#.md"), Err("fragment"));
         check(
             &format!("{s}/paths/a.md?start=12"),
             Ok((Document::Path("a.md".into()), r(12, None))),

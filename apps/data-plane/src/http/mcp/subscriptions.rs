@@ -45,7 +45,8 @@ impl McpServer {
             .resource_subscriptions
             .iter()
             .flatten()
-            .filter(|uri| Named::parse(uri).is_ok());
+            .filter(|uri| Named::parse(uri).is_ok())
+            .take(MAX_WATCHED);
         granted.resource_subscriptions(uris.cloned()).build()
     }
 
@@ -57,6 +58,14 @@ impl McpServer {
         let rq = subscription.request_context();
         let ctx = self.tool_context(rq).await?;
         let caller = super::caller_of(rq)?;
+        let _held = ListenPlace::take(&self.state.mcp_listens, caller.user_id).ok_or_else(|| {
+            McpError::invalid_request(
+                format!(
+                    "{MAX_LISTENS} subscriptions of yours are open on this server already; close one first"
+                ),
+                None,
+            )
+        })?;
         let mut changes = self.state.document_changes.subscribe();
         let mut watched = Vec::new();
         for uri in subscription
@@ -86,6 +95,9 @@ impl McpServer {
         loop {
             let batch: Option<std::sync::Arc<[LogEntry]>> = tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
+                // The server is shutting down: the subscription ends as
+                // the protocol says a server ends one, with its result.
+                () = self.state.shutdown.cancelled() => return Ok(()),
                 got = changes.recv() => match got {
                     Ok(batch) => Some(batch),
                     // Fell behind: anything watched may have changed.
@@ -158,18 +170,47 @@ impl McpServer {
         let Document::Path(path) = &entry.named.document else {
             return None;
         };
-        let found = self
-            .entries(
-                ctx,
-                entry.named.space,
-                super::resources::Entries::AtPath(path, false),
-                2,
-            )
-            .await
-            .ok()?;
-        match found.as_slice() {
-            [one] => Some(one.id),
-            _ => None,
+        self.document_at(ctx, entry.named.space, path).await.ok()
+    }
+}
+
+/// The most URIs one subscription watches (more are not accepted).
+const MAX_WATCHED: usize = 100;
+
+/// The most subscriptions one caller keeps open on one replica.
+const MAX_LISTENS: usize = 4;
+
+/// One of a caller's open subscriptions, counted while held.
+struct ListenPlace<'a> {
+    open: &'a std::sync::Mutex<HashMap<Uuid, usize>>,
+    user: Uuid,
+}
+
+impl<'a> ListenPlace<'a> {
+    fn take(open: &'a std::sync::Mutex<HashMap<Uuid, usize>>, user: Uuid) -> Option<Self> {
+        let mut counts = open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(user).or_default();
+        if *count >= MAX_LISTENS {
+            return None;
+        }
+        *count += 1;
+        Some(ListenPlace { open, user })
+    }
+}
+
+impl Drop for ListenPlace<'_> {
+    fn drop(&mut self) {
+        let mut counts = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.user) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.user);
+            }
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use data_plane_registry::ToolContext;
-use data_plane_runs::{CallOutcome, CallRun, RunStatus};
+use data_plane_runs::{Call, CallOutcome, CallRun, RunStatus};
 use data_plane_store::Scope;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -89,16 +89,16 @@ impl McpServer {
                 return Ok(call_result(&result).into());
             }
         };
+        let metrics = self.state.metrics.clone();
+        let call = Call {
+            tool: tool.clone(),
+            args,
+            ended: Box::new(move |result| metrics.tool_call(result)),
+        };
         let run_id = self
             .state
             .runs
-            .begin_call(
-                self.state.registry.clone(),
-                tool.clone(),
-                args,
-                ctx,
-                Box::new(permit),
-            )
+            .begin_call(self.state.registry.clone(), call, ctx, Box::new(permit))
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, tool, "a task could not be started");

@@ -10,7 +10,6 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use super::McpServer;
 use super::logging::{Note, log_note};
@@ -44,7 +43,7 @@ impl McpServer {
             // The call cannot run here: the client's model reads why.
             Err(e) => return Ok(CallToolResult::error(vec![ContentBlock::text(e.message)]).into()),
         };
-        let call_id = format!("mcp_{}", Uuid::new_v4().simple());
+        let call_id = super::call_id();
         let ctx = ctx.with_call_id(call_id.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         if self.runs_as_task(&rq, &request.name) {
