@@ -188,6 +188,22 @@ fn request_parts(rq: &RequestContext<RoleServer>) -> Result<&axum::http::request
         .ok_or_else(|| McpError::internal_error("the HTTP request is missing", None))
 }
 
+impl McpServer {
+    /// A transaction in `user`'s scope: their row-level security.
+    async fn scoped(&self, user: Uuid) -> Result<data_plane_store::ScopedTx, McpError> {
+        self.state
+            .db
+            .begin(data_plane_store::Scope::User(user))
+            .await
+            .map_err(store_fault)
+    }
+}
+
+/// Commits a transaction of [`McpServer::scoped`].
+async fn commit(tx: data_plane_store::ScopedTx) -> Result<(), McpError> {
+    tx.commit().await.map_err(|e| store_fault(e.into()))
+}
+
 /// A new id for a call made over /mcp (`mcp_…`, in the audit log and the
 /// call's events).
 fn call_id() -> String {

@@ -7,14 +7,14 @@
 #![allow(deprecated)]
 
 use data_plane_registry::{CallLog, LogLevel};
-use data_plane_store::{Scope, log_levels};
+use data_plane_store::log_levels;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, SetLevelRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, ServiceError};
 
-use super::{McpServer, caller_of, store_fault};
+use super::{McpServer, caller_of, commit, store_fault};
 
 impl McpServer {
     /// The least level of log lines the caller hears during a call: the
@@ -31,18 +31,21 @@ impl McpServer {
         let caller = caller_of(rq).ok()?;
         let service = caller.service.as_deref().unwrap_or_default();
         let stored = async {
-            let mut tx = self.state.db.begin(Scope::User(caller.user_id)).await?;
-            let level = log_levels::get(&mut tx, caller.user_id, service).await?;
-            tx.commit().await?;
-            Ok::<_, data_plane_store::StoreError>(level)
+            let mut tx = self.scoped(caller.user_id).await?;
+            let level = log_levels::get(&mut tx, caller.user_id, service)
+                .await
+                .map_err(store_fault)?;
+            commit(tx).await?;
+            Ok::<_, McpError>(level)
         };
-        match stored.await {
-            Ok(level) => level.as_deref().and_then(LogLevel::named),
-            Err(e) => {
-                tracing::warn!(error = %e, "the caller's MCP log level cannot be read; the call sends no log notifications");
-                None
-            }
-        }
+        // Unreadable (the database away): the call goes on without logs;
+        // the cause was logged where the store error was mapped.
+        stored
+            .await
+            .ok()
+            .flatten()
+            .as_deref()
+            .and_then(LogLevel::named)
     }
 
     /// Keeps the level of log notifications for the caller's later calls
@@ -57,17 +60,11 @@ impl McpServer {
         let caller = caller_of(&rq)?;
         let service = caller.service.as_deref().unwrap_or_default();
         let level = from_mcp(request.level).name();
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(caller.user_id))
-            .await
-            .map_err(store_fault)?;
+        let mut tx = self.scoped(caller.user_id).await?;
         log_levels::set(&mut tx, caller.user_id, service, level)
             .await
             .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
-        Ok(())
+        commit(tx).await
     }
 }
 

@@ -4,7 +4,6 @@
 //! resources").
 
 use data_plane_registry::{ErrorCode, NoCallbacks, ToolContext};
-use data_plane_store::Scope;
 use data_plane_store::content::{self, DocumentEntry};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -16,7 +15,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{McpServer, call_id, store_fault};
+use super::{McpServer, call_id, commit, store_fault};
 
 impl McpServer {
     /// Up to `limit` documents of `space` that the caller may read, in
@@ -28,12 +27,7 @@ impl McpServer {
         which: Entries<'_>,
         limit: i64,
     ) -> Result<Vec<DocumentEntry>, McpError> {
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
+        let mut tx = self.scoped(ctx.user_id).await?;
         let found = match which {
             Entries::After(after) => content::document_entries(&mut tx, space, after, limit).await,
             Entries::AtPath(path, prefix) => {
@@ -41,7 +35,7 @@ impl McpServer {
             }
         }
         .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        commit(tx).await?;
         Ok(found)
     }
 
@@ -346,16 +340,11 @@ impl McpServer {
     /// The spaces the caller reads whose id begins with `typed`, in id
     /// order.
     async fn readable_spaces(&self, ctx: &ToolContext, typed: &str) -> Result<Vec<Uuid>, McpError> {
-        let mut tx = self
-            .state
-            .db
-            .begin(Scope::User(ctx.user_id))
-            .await
-            .map_err(store_fault)?;
+        let mut tx = self.scoped(ctx.user_id).await?;
         let spaces = content::readable_space_ids(&mut tx, typed, COMPLETIONS + 1)
             .await
             .map_err(store_fault)?;
-        tx.commit().await.map_err(|e| store_fault(e.into()))?;
+        commit(tx).await?;
         Ok(spaces)
     }
 }
