@@ -527,28 +527,8 @@ async fn documents_are_resources_listed_and_read_only_where_the_caller_may() {
 
     // A document longer than one read returns.
     let long = {
-        use data_plane_ingest::pipeline::{Pipeline, Target};
-        use data_plane_store::content::{self, SourceKind};
-        let db = &server.test.db;
-        let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
-        let source = content::ensure_source(&mut tx, server.space, "notes", SourceKind::Files)
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
         let body = "word ".repeat(5_000);
-        Pipeline::new(db.clone(), common::embedder())
-            .ingest_file(
-                data_plane_store::Scope::System,
-                Target {
-                    space_id: server.space,
-                    source_id: source.id,
-                },
-                "long.txt",
-                body.as_bytes(),
-            )
-            .await
-            .unwrap()
-            .document_id
+        common::ingest_note(&server.test.db, server.space, "long.txt", body.as_bytes()).await
     };
 
     let listed = rpc(base, token, &in_space, "resources/list", json!({})).await;
@@ -846,7 +826,6 @@ async fn every_tool_declares_its_output_and_each_result_validates_against_it() {
     use data_plane::state::AppState;
     use data_plane_agent::AgentConfig;
     use data_plane_handlers::{ModelSettings, SubAgentLimits};
-    use data_plane_ingest::pipeline::{Pipeline, Target};
     use data_plane_search::KeywordIndex;
     use data_plane_store::content::{self, SourceKind};
     use data_plane_store::identity::{self, MembershipRole, Permission};
@@ -866,28 +845,19 @@ async fn every_tool_declares_its_output_and_each_result_validates_against_it() {
     identity::add_member(&mut tx, space.id, admin, MembershipRole::Viewer)
         .await
         .unwrap();
-    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
-        .await
-        .unwrap();
     tx.commit().await.unwrap();
-    let target = Target {
-        space_id: space.id,
-        source_id: source.id,
-    };
-    let ingest = async |path: &str, bytes: &[u8]| {
-        Pipeline::new(db.clone(), common::embedder())
-            .ingest_file(Scope::System, target, path, bytes)
-            .await
-            .unwrap()
-            .document_id
-    };
-    let guide = ingest("guides/vacuum.md", common::VACUUM_GUIDE).await;
-    let csv = ingest(
+    let guide = common::ingest_note(&db, space.id, "guides/vacuum.md", common::VACUUM_GUIDE).await;
+    let csv = common::ingest_note(
+        &db,
+        space.id,
         "tables/sizes.csv",
         b"table_name,size_mb\norders,42\ncustomers,7\n",
     )
     .await;
     let mut tx = db.begin(Scope::System).await.unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
     let table: String = sqlx::query_scalar("SELECT name FROM doc_tables WHERE document_id = $1")
         .bind(csv)
         .fetch_one(&mut *tx)
@@ -1179,32 +1149,14 @@ async fn a_call_logs_its_steps_at_the_level_the_client_asked_for() {
 /// characters; their arguments complete as one types.
 #[tokio::test]
 async fn templates_name_a_document_by_path_and_a_range_of_it() {
-    use data_plane_ingest::pipeline::{Pipeline, Target};
-    use data_plane_store::content::{self, SourceKind};
     let model = FakeModel::start().await;
     let server = common::guide_server("templates@example.com", model.base_url(), false).await;
     let (base, token) = (&server.base, &server.token);
     let space = server.space;
     let in_space = format!("?spaceId={space}");
     let db = &server.test.db;
-    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
-    let source = content::ensure_source(&mut tx, space, "notes", SourceKind::Files)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
     let text = "Autovacuum tuning: lower the cost delay when workers fall behind.";
-    Pipeline::new(db.clone(), common::embedder())
-        .ingest_file(
-            data_plane_store::Scope::System,
-            Target {
-                space_id: space,
-                source_id: source.id,
-            },
-            "tuning/café notes.txt",
-            text.as_bytes(),
-        )
-        .await
-        .unwrap();
+    common::ingest_note(db, space, "tuning/café notes.txt", text.as_bytes()).await;
 
     let listed = rpc(
         base,
@@ -1578,7 +1530,6 @@ async fn a_long_call_runs_as_a_task_that_any_replica_answers() {
 /// space it does not read is never reported.
 #[tokio::test]
 async fn a_subscription_hears_of_watched_documents_changing() {
-    use data_plane_ingest::pipeline::{Pipeline, Target};
     use data_plane_search::KeywordIndex;
     use data_plane_search::follower::Follower;
     use data_plane_store::content;
@@ -1665,23 +1616,7 @@ async fn a_subscription_hears_of_watched_documents_changing() {
 
     // Re-ingested: the list, then the document by id and by path.
     let ingest = async |space_id: uuid::Uuid, text: &[u8]| {
-        let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
-        let source = content::ensure_source(&mut tx, space_id, "notes", content::SourceKind::Files)
-            .await
-            .unwrap();
-        tx.commit().await.unwrap();
-        Pipeline::new(db.clone(), common::embedder())
-            .ingest_file(
-                data_plane_store::Scope::System,
-                Target {
-                    space_id,
-                    source_id: source.id,
-                },
-                "guides/vacuum.md",
-                text,
-            )
-            .await
-            .unwrap();
+        common::ingest_note(&db, space_id, "guides/vacuum.md", text).await;
     };
     // The other space changes first, and the follower has applied it
     // before the watched document changes: nothing of it may arrive.

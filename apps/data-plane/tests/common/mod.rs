@@ -216,8 +216,6 @@ pub async fn space_with_guide(
     name: &str,
     viewers: &[uuid::Uuid],
 ) -> (uuid::Uuid, uuid::Uuid) {
-    use data_plane_ingest::pipeline::{Pipeline, Target};
-    use data_plane_store::content::{self, SourceKind};
     use data_plane_store::identity::{self, MembershipRole};
     let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
     let (space, _) = identity::ensure_space(&mut tx, name).await.unwrap();
@@ -226,24 +224,34 @@ pub async fn space_with_guide(
             .await
             .unwrap();
     }
-    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+    tx.commit().await.unwrap();
+    let doc = ingest_note(db, space.id, "guides/vacuum.md", VACUUM_GUIDE).await;
+    (space.id, doc)
+}
+
+/// Ingests `bytes` as `path` into the source `notes` of `space` (made
+/// when missing), for real: the document's id.
+pub async fn ingest_note(db: &Db, space: uuid::Uuid, path: &str, bytes: &[u8]) -> uuid::Uuid {
+    use data_plane_ingest::pipeline::{Pipeline, Target};
+    use data_plane_store::content::{self, SourceKind};
+    let mut tx = db.begin(data_plane_store::Scope::System).await.unwrap();
+    let source = content::ensure_source(&mut tx, space, "notes", SourceKind::Files)
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let doc = Pipeline::new(db.clone(), embedder())
+    Pipeline::new(db.clone(), embedder())
         .ingest_file(
             data_plane_store::Scope::System,
             Target {
-                space_id: space.id,
+                space_id: space,
                 source_id: source.id,
             },
-            "guides/vacuum.md",
-            VACUUM_GUIDE,
+            path,
+            bytes,
         )
         .await
         .unwrap()
-        .document_id;
-    (space.id, doc)
+        .document_id
 }
 
 /// A reader of a space holding the vacuum guide, and a server on 127.0.0.1

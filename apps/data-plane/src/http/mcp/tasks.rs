@@ -39,11 +39,17 @@ pub(super) const ASK_FOR_TASK: &str = "data-plane/task";
 /// ([`ASK_FOR_TASK`]): `always` for a long tool, `on_request` for the
 /// rest.
 pub(super) fn task_support(timeout: Duration) -> &'static str {
-    if timeout >= LONG {
+    if always_a_task(timeout) {
         "always"
     } else {
         "on_request"
     }
+}
+
+/// Whether a tool's calls may take so long that they run as tasks
+/// whenever the client can take one.
+fn always_a_task(timeout: Duration) -> bool {
+    timeout >= LONG
 }
 
 impl McpServer {
@@ -62,7 +68,7 @@ impl McpServer {
                 .state
                 .registry
                 .get(tool)
-                .is_some_and(|entry| task_support(entry.meta.timeout) == "always")
+                .is_some_and(|entry| always_a_task(entry.meta.timeout))
     }
 
     /// Starts the call as a task and answers with it once it is recorded:
