@@ -272,13 +272,40 @@ class Turn {
     this.bubble.setAttribute("aria-label", "Assistant");
     this.bubble.dataset.state = "streaming";
     container.append(this.bubble);
+    this.ended = false;
+    this.clear();
+  }
+
+  // Nothing drawn yet: the state of a turn before its first event.
+  clear() {
+    this.bubble.replaceChildren();
+    this.approvals = new Map();
     this.text = null; // the text block being written to
     this.cards = new Map(); // call_id -> card
     this.byIndex = new Map(); // index -> card, for fragments not yet named
     this.steps = [];
     this.step = { text: "", calls: [] };
-    this.ended = false;
     this.blocks = []; // the answer's Markdown blocks, drawn again when a citation arrives
+    this.seen = []; // every event drawn, for a takeover that takes some back
+  }
+
+  // Another server took the run over (docs/runs.md, "Takeover"): what was
+  // sent after `after` did not happen, and calls run again lose what was
+  // shown of them but their start. The turn is drawn again from the events
+  // that stand, then goes on.
+  resumed(data) {
+    const rerun = new Set(data.rerun || []);
+    const stands = (e) =>
+      (e.id === null || e.id <= data.after) &&
+      !rerun.has(e.data.parent_call_id) &&
+      !(e.kind === "tool_result" && rerun.has(e.data.call_id));
+    const kept = this.seen.filter(stands);
+    this.clear();
+    for (const e of kept) this.handle(e.kind, e.data, e.id);
+    const note = el("p", "resumed", "The server answering stopped; another one continued from step " + data.step + ".");
+    note.setAttribute("role", "status");
+    this.bubble.append(note);
+    this.text = null;
   }
 
   // A new model step begins once every call of the current one has its result.
@@ -290,7 +317,9 @@ class Turn {
     }
   }
 
-  handle(kind, data) {
+  handle(kind, data, id = null) {
+    if (kind === "resumed") return this.resumed(data);
+    this.seen.push({ id, kind, data });
     switch (kind) {
       case "text_delta": return this.textDelta(data.text || "");
       case "tool_call": return data.partial ? this.callFragment(data) : this.callStarted(data);
@@ -832,7 +861,7 @@ async function readEvents(response, turn) {
         saveChat();
       }
     }
-    turn.handle(kind, data);
+    turn.handle(kind, data, e.id !== null && Number.isInteger(id) ? id : null);
     scrollToEnd();
   });
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();

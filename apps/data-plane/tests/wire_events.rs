@@ -301,6 +301,42 @@ fn runs() -> Vec<(&'static str, Vec<RunEvent>)> {
             ],
         ),
         (
+            // The server died in step 2, with a call's arguments streaming;
+            // another took the run over and asked step 2 again.
+            "taken over by another server",
+            vec![
+                started(),
+                text(2),
+                agent(
+                    3,
+                    &AgentEvent::ToolCallDelta {
+                        call_id: "call_cut".into(),
+                        index: 0,
+                        name: "search_documents".into(),
+                        arguments_delta: "{\"qu".into(),
+                    },
+                ),
+                numbered(
+                    1028,
+                    Event::Resumed(data_plane_runs::Resumed {
+                        step: 2,
+                        after: 1,
+                        rerun: vec![],
+                        interrupted: vec![],
+                    }),
+                ),
+                text(1029),
+                numbered(
+                    1030,
+                    done(
+                        DoneReason::Finished(FinishReason::Stop),
+                        Some(2),
+                        Some((10, 5)),
+                    ),
+                ),
+            ],
+        ),
+        (
             // What the recorder stores in place of an event the database
             // refused, the last one included.
             "rows recorded as placeholders",

@@ -1,7 +1,7 @@
 //! The loop: ask the model, stream its text, run the tools it calls, feed
 //! the results back, ask again.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use crate::config::MaxTokensField;
 use crate::model::{ChunkStream, ModelClient};
 use crate::prompt::{PromptFacts, PromptTool};
 use crate::repetition::RepetitionGuard;
+use crate::resume::{Checkpoint, PlannedStep, Resume, ResumePlan, StepCall, interrupted_error};
 use crate::textcalls::{self, Segment, StreamParser, TagLine, Tags};
 use crate::{AgentConfig, AgentError, AgentEvent, EventSink};
 
@@ -158,17 +159,17 @@ impl SchemaDigests {
 
 /// A call the model made, natively or as text, as it will be run.
 #[derive(Debug, Clone)]
-struct PlannedCall {
-    id: String,
-    name: String,
+pub(crate) struct PlannedCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// The arguments as the model wrote them (fed back verbatim).
-    raw_arguments: String,
+    pub(crate) raw_arguments: String,
     /// Parsed arguments, or why they could not be parsed.
-    arguments: Result<Value, String>,
+    pub(crate) arguments: Result<Value, String>,
     /// How the model wrote the call in its text (`SEARCH: vacuum full`, or
     /// the name and arguments of another text form); `None` for a native
     /// call. In tags mode such a call's result goes back in a user message.
-    written: Option<String>,
+    pub(crate) written: Option<String>,
 }
 
 /// What one model request produced.
@@ -298,6 +299,73 @@ impl Agent {
         sink: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<RunOutcome, AgentError> {
+        self.run_from(request, None, ctx, sink, cancel).await
+    }
+
+    /// Continues a run that another server began, from what it recorded
+    /// (`resume`, as [`Agent::resume_plan`] read it into `plan`): the
+    /// conversation is rebuilt from the recorded steps and results without
+    /// asking the model or running a tool again; calls that were cut off
+    /// run again or end `interrupted` as the plan says; then the loop goes
+    /// on as [`Agent::run`] does. The turn's deadline counts from now.
+    pub async fn resume(
+        &self,
+        request: ChatRequest,
+        resume: Resume,
+        plan: ResumePlan,
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, AgentError> {
+        self.run_from(request, Some((resume, plan)), ctx, sink, cancel)
+            .await
+    }
+
+    /// How a run taken over goes on: the step asked (again), and which of
+    /// the calls that had begun without a recorded result run again
+    /// (idempotent by their annotations, or never reached their tool) and
+    /// which end `interrupted`.
+    pub fn resume_plan(&self, resume: &Resume, ctx: &ToolContext) -> ResumePlan {
+        let planned = resume.planned();
+        let last = planned.last();
+        let (step, asked_before) = match (resume.asking(), last) {
+            (Some((step, _)), _) => (step, true),
+            (None, Some(last)) => (last.step + 1, false),
+            (None, None) => (1, false),
+        };
+        let mut plan = ResumePlan {
+            step,
+            asked_before,
+            ..ResumePlan::default()
+        };
+        // Only the last planned step can have calls without results: the
+        // next step is asked once all of them returned.
+        for call in last.map(|s| s.calls.as_slice()).unwrap_or_default() {
+            if resume.results.contains_key(&call.id) || !resume.started.contains(&call.id) {
+                continue;
+            }
+            let idempotent = call.arguments.as_ref().is_some_and(|args| {
+                self.registry
+                    .call_annotations(&call.name, args, ctx)
+                    .is_some_and(|a| a.idempotent)
+            });
+            if idempotent || resume.not_run.contains(&call.id) {
+                plan.rerun.push(call.id.clone());
+            } else {
+                plan.interrupted.push(call.id.clone());
+            }
+        }
+        plan
+    }
+
+    async fn run_from(
+        &self,
+        request: ChatRequest,
+        resume: Option<(Resume, ResumePlan)>,
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, AgentError> {
         let deadline = match (self.config.turn_deadline, request.deadline) {
             (Some(configured), Some(asked)) => Some(asked.min(configured)),
             (configured, asked) => configured.or(asked),
@@ -324,15 +392,17 @@ impl Agent {
                 tracing::info!(deadline_secs = deadline.map(|d| d.as_secs_f64()), "the run reached its deadline");
                 Ok(lock(&progress).outcome(FinishReason::Deadline))
             }
-            outcome = self.run_steps(request, ctx, sink, &progress) => outcome,
+            outcome = self.run_steps(request, resume, ctx, sink, &progress) => outcome,
         }
     }
 
     /// The loop: ask the model, end when its answer says so, run its
-    /// calls, hand the results back, ask again.
+    /// calls, hand the results back, ask again. A run taken over starts
+    /// after the steps it recorded.
     async fn run_steps(
         &self,
         request: ChatRequest,
+        resume: Option<(Resume, ResumePlan)>,
         ctx: &ToolContext,
         sink: &dyn EventSink,
         progress: &Mutex<Progress>,
@@ -345,6 +415,15 @@ impl Agent {
         let mut usage = Usage::default();
         let mut step = 0;
         let mut asked_again_after_empty = false;
+        if let Some((resume, resume_plan)) = resume {
+            let at = self
+                .replay(&mut plan, &resume, &resume_plan, ctx, sink, progress)
+                .await?;
+            used_ids = at.used_ids;
+            usage = at.usage;
+            asked_again_after_empty = at.asked_again;
+            step = resume_plan.step - 1;
+        }
         loop {
             step += 1;
             {
@@ -352,6 +431,13 @@ impl Agent {
                 p.steps = step;
                 p.usage = usage;
                 p.text.clear();
+            }
+            let asking = Checkpoint::Asking {
+                step,
+                asked_again: asked_again_after_empty,
+            };
+            if !sink.checkpoint(&asking).await {
+                return Err(AgentError::Cancelled);
             }
             let opened = self.open_step(&mut plan).await;
             let mut turn = self
@@ -397,28 +483,114 @@ impl Agent {
                     text,
                 });
             }
-            let mut results = self.execute_all(&calls, ctx, sink).await?;
-            number_passages(progress, &mut results);
-            if plan.tags_mode {
-                feed_back_tags(
-                    &mut plan.messages,
-                    transcript,
-                    &calls,
-                    results,
-                    malformed,
-                    &plan.tags,
-                );
-            } else {
-                feed_back_native(
-                    &mut plan.messages,
-                    text,
-                    &calls,
-                    results,
-                    malformed,
-                    &plan.tags,
-                );
+            let planned = Checkpoint::Planned(PlannedStep {
+                step,
+                text: text.clone(),
+                transcript: transcript.clone(),
+                calls: calls.iter().map(StepCall::from).collect(),
+                malformed: malformed.clone(),
+                usage,
+                asked_again: asked_again_after_empty,
+            });
+            if !sink.checkpoint(&planned).await {
+                return Err(AgentError::Cancelled);
             }
+            let mut results = self.execute_all(&calls, ctx, sink, &HashSet::new()).await?;
+            number_passages(progress, &mut results);
+            let answer = Answer {
+                text,
+                transcript,
+                malformed,
+            };
+            feed_back(&mut plan, answer, &calls, results);
         }
+    }
+
+    /// Rebuilds a run taken over up to the step it goes on from: each
+    /// recorded step's answer and results go back into the conversation
+    /// as they did the first time (passages numbered the same way, the
+    /// citations already made counted), and the last step's calls that had
+    /// no result are settled as `plan` says. Runs no tool that had
+    /// returned, and asks the model nothing.
+    async fn replay(
+        &self,
+        plan: &mut Plan,
+        resume: &Resume,
+        resume_plan: &ResumePlan,
+        ctx: &ToolContext,
+        sink: &dyn EventSink,
+        progress: &Mutex<Progress>,
+    ) -> Result<Replayed, AgentError> {
+        let steps = resume.planned();
+        let mut at = Replayed::default();
+        for (i, step) in steps.iter().enumerate() {
+            let last = i + 1 == steps.len();
+            let calls: Vec<PlannedCall> = step.calls.iter().map(PlannedCall::from).collect();
+            at.used_ids.extend(calls.iter().map(|c| c.id.clone()));
+            at.usage = step.usage;
+            at.asked_again = step.asked_again;
+            if let Some(citations) = lock(progress).citations.as_mut() {
+                // Citations made by this step's text were reported then.
+                let _ = citations.scan(&step.text);
+                citations.end_of_text();
+            }
+            // The calls to run now: in the last step, those never started
+            // and those the plan runs again.
+            let to_run: Vec<PlannedCall> = calls
+                .iter()
+                .filter(|c| {
+                    last && !resume.results.contains_key(&c.id)
+                        && (!resume.started.contains(&c.id) || resume_plan.rerun.contains(&c.id))
+                })
+                .cloned()
+                .collect();
+            let mut ran: HashMap<String, ToolResult> = HashMap::new();
+            if !to_run.is_empty() {
+                let announced: HashSet<String> = to_run
+                    .iter()
+                    .filter(|c| resume.started.contains(&c.id))
+                    .map(|c| c.id.clone())
+                    .collect();
+                let results = self.execute_all(&to_run, ctx, sink, &announced).await?;
+                ran = to_run.iter().map(|c| c.id.clone()).zip(results).collect();
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            for call in &calls {
+                let result = match (resume.results.get(&call.id), ran.remove(&call.id)) {
+                    (Some(recorded), _) => recorded.clone(),
+                    (None, Some(result)) => result,
+                    (None, None) => {
+                        let result = ToolResult::failed(
+                            &call.name,
+                            &call.id,
+                            &interrupted_error(&call.name),
+                            0,
+                        );
+                        if last {
+                            // Said on the stream: the call's card ends.
+                            let event = ToolEvent::ToolResult {
+                                call_id: call.id.clone(),
+                                name: call.name.clone(),
+                                result: result.clone(),
+                            };
+                            if !sink.emit(event.into()).await {
+                                return Err(AgentError::Cancelled);
+                            }
+                        }
+                        result
+                    }
+                };
+                results.push(result);
+            }
+            number_passages(progress, &mut results);
+            let answer = Answer {
+                text: step.text.clone(),
+                transcript: step.transcript.clone(),
+                malformed: step.malformed.clone(),
+            };
+            feed_back(plan, answer, &calls, results);
+        }
+        Ok(at)
     }
 
     /// What every step of a run shares: the tools offered (natively or as
@@ -635,11 +807,14 @@ impl Agent {
     /// Runs the calls; consecutive read-only calls run together (an
     /// execute_tool call counts as the tool it runs). Results come back in
     /// the calls' order.
+    /// Calls in `announced` had their start reported by the server that
+    /// began the run: their `tool_call` is not reported twice.
     async fn execute_all(
         &self,
         calls: &[PlannedCall],
         ctx: &ToolContext,
         sink: &dyn EventSink,
+        announced: &HashSet<String>,
     ) -> Result<Vec<ToolResult>, AgentError> {
         let read_only = |c: &PlannedCall| {
             c.arguments.as_ref().is_ok_and(|args| {
@@ -664,6 +839,11 @@ impl Agent {
                     .map(|call| self.execute_one(call, ctx, &callbacks)),
             );
             let batch_results = forward_events(batch, reports, |report| match report {
+                Report::Event(ToolEvent::ToolCall { call_id, .. })
+                    if announced.contains(&call_id) =>
+                {
+                    Box::pin(std::future::ready(true))
+                }
                 Report::Event(event) => sink.emit(event.into()),
                 Report::Log(line) => {
                     sink.log(line);
@@ -841,6 +1021,50 @@ impl Turn {
             .collect();
         calls.extend(self.text_calls);
         (self.text, calls, self.malformed)
+    }
+}
+
+/// A step's answer as it goes back into the conversation.
+struct Answer {
+    text: String,
+    transcript: String,
+    malformed: Vec<(String, String)>,
+}
+
+/// Where a replayed run stands after its recorded steps.
+#[derive(Default)]
+struct Replayed {
+    used_ids: HashSet<String>,
+    usage: Usage,
+    asked_again: bool,
+}
+
+/// The step's answer and its calls' results into the conversation, in the
+/// run's mode.
+fn feed_back(plan: &mut Plan, answer: Answer, calls: &[PlannedCall], results: Vec<ToolResult>) {
+    let Answer {
+        text,
+        transcript,
+        malformed,
+    } = answer;
+    if plan.tags_mode {
+        feed_back_tags(
+            &mut plan.messages,
+            transcript,
+            calls,
+            results,
+            malformed,
+            &plan.tags,
+        );
+    } else {
+        feed_back_native(
+            &mut plan.messages,
+            text,
+            calls,
+            results,
+            malformed,
+            &plan.tags,
+        );
     }
 }
 

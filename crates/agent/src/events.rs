@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::citations::Citation;
+use crate::resume::Checkpoint;
 
 /// One thing that happened in a run: the model's own output as it streams,
 /// or an event of a tool call it made. Serialises to the JSON body of the
@@ -188,6 +189,13 @@ pub trait EventSink: Send + Sync {
     /// Delivers one event, waiting while the reader is behind. `false`: no
     /// one reads any more, and the run stops.
     async fn emit(&self, event: AgentEvent) -> bool;
+
+    /// Records where the run stands (docs/runs.md, "Takeover"); a sink
+    /// that keeps nothing for another server to continue from ignores it.
+    /// `false`: no one reads any more, and the run stops.
+    async fn checkpoint(&self, _at: &Checkpoint) -> bool {
+        true
+    }
 
     /// A line about one of the run's tool calls (`Callbacks::log`);
     /// dropped unless the sink hands logs on (a sub-agent's, to its

@@ -20,6 +20,7 @@ mod events;
 mod model;
 pub mod prompt;
 mod repetition;
+mod resume;
 pub mod textcalls;
 
 #[cfg(feature = "testing")]
@@ -31,6 +32,7 @@ pub use complete::{Completion, complete};
 pub use config::{AgentConfig, MaxTokensField};
 pub use error::AgentError;
 pub use events::{AgentEvent, EventSink, SubAgentSink};
+pub use resume::{Checkpoint, PlannedStep, Resume, ResumePlan, StepCall};
 
 /// OpenAI's message type, as requests carry it.
 pub use async_openai::types::chat::ChatCompletionRequestMessage as Message;

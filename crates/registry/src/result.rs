@@ -21,6 +21,9 @@ pub enum ErrorCode {
     Unavailable,
     /// A remote module failed the call, or answered what is not a result.
     ModuleError,
+    /// The server running the call stopped before it returned, and the
+    /// call was not run again since it may have had an effect.
+    Interrupted,
     Internal,
 }
 

@@ -44,7 +44,8 @@ impl Drop for Waiting {
     fn drop(&mut self) {
         self.run.waiting.send_modify(|n| *n = n.saturating_sub(1));
         self.run.forget_waiter(&self.call_id);
-        if self.settled {
+        // A run handed to another replica keeps its approvals waiting there.
+        if self.settled || self.run.handed_off() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -123,9 +124,17 @@ impl Approver for RunApprover {
                 };
             }
         };
+        // Asked already by the replica this run was taken over from: the
+        // readers have the request; they get the answer when it comes.
+        let announced = lock(&run.announced).remove(&call_id);
         // A call of this run whose approval was settled already (its id
-        // asked about again): the same answer, without asking again.
+        // asked about again, or answered while no replica ran the run):
+        // the same answer, without asking again.
         if row.status != ApprovalStatus::Pending {
+            if announced {
+                self.remember(&row);
+                callbacks.emit(result_event(&row));
+            }
             return decision(&row);
         }
         let waiter = run.waiter(&call_id);
@@ -137,18 +146,24 @@ impl Approver for RunApprover {
             settled: false,
         };
         // Through the call's callbacks: after its tool_call, in order.
-        callbacks.emit(ToolEvent::ApprovalRequest {
-            call_id: call_id.clone(),
-            tool: tool.to_string(),
-            arguments: args.clone(),
-            annotations: annotations.clone(),
-            why: why.to_string(),
-            expires_at: row
-                .expires_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            parent_call_id: ctx.parent_call_id.clone(),
-        });
-        let deadline = tokio::time::Instant::now() + timeout;
+        if !announced {
+            callbacks.emit(ToolEvent::ApprovalRequest {
+                call_id: call_id.clone(),
+                tool: tool.to_string(),
+                arguments: args.clone(),
+                annotations: annotations.clone(),
+                why: why.to_string(),
+                expires_at: row
+                    .expires_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                parent_call_id: ctx.parent_call_id.clone(),
+            });
+        }
+        // From the row: a request asked before a takeover keeps its expiry.
+        let left = (row.expires_at - chrono::Utc::now())
+            .to_std()
+            .unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + left;
         let mut row = row;
         loop {
             if row.status != ApprovalStatus::Pending {

@@ -23,9 +23,32 @@ pub enum Event {
     Done(Done),
     /// The run's last event when it failed.
     Error { code: String, message: String },
+    /// Another replica took the run over after its own stopped answering
+    /// (docs/runs.md, "Takeover"): what it sent after `after` and before
+    /// this event did not happen.
+    Resumed(Resumed),
     /// A recorded event this version does not read, kept as stored (its
     /// body includes its `type`).
     Stored { kind: String, data: Value },
+}
+
+/// A run taken over by another replica, and how it goes on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resumed {
+    /// The step whose model request is made again (or for the first time):
+    /// the text and call fragments sent of it before are dropped.
+    pub step: u32,
+    /// Events numbered after this one and before the `resumed` event did
+    /// not happen: a reader drops what it holds of them.
+    pub after: i64,
+    /// Calls that had begun and run again: their start stands; what was
+    /// sent of them since (a sub-agent's work) is dropped.
+    #[serde(default)]
+    pub rerun: Vec<String>,
+    /// Calls that had begun and are not run again, since they may have had
+    /// an effect: each ends with an `interrupted` result.
+    #[serde(default)]
+    pub interrupted: Vec<String>,
 }
 
 /// How a run that did not fail ended.
@@ -58,6 +81,7 @@ enum Own {
     Run { run_id: Uuid, conversation_id: Uuid },
     Done(Done),
     Error { code: String, message: String },
+    Resumed(Resumed),
 }
 
 #[derive(Serialize)]
@@ -72,6 +96,7 @@ enum OwnRef<'a> {
         code: &'a str,
         message: &'a str,
     },
+    Resumed(&'a Resumed),
 }
 
 impl Event {
@@ -82,6 +107,7 @@ impl Event {
             Event::Agent(event) => event.name(),
             Event::Done(_) => "done",
             Event::Error { .. } => "error",
+            Event::Resumed(_) => "resumed",
             Event::Stored { kind, .. } => kind,
         }
     }
@@ -100,7 +126,7 @@ impl Event {
             map.insert("type".into(), Value::String(kind.into()));
         }
         let typed = match kind {
-            "run" | "done" | "error" => Own::deserialize(&data).ok().map(Event::from),
+            "run" | "done" | "error" | "resumed" => Own::deserialize(&data).ok().map(Event::from),
             _ => AgentEvent::deserialize(&data).ok().map(Event::Agent),
         };
         match typed {
@@ -136,6 +162,7 @@ impl From<Own> for Event {
             },
             Own::Done(done) => Event::Done(done),
             Own::Error { code, message } => Event::Error { code, message },
+            Own::Resumed(resumed) => Event::Resumed(resumed),
         }
     }
 }
@@ -160,6 +187,7 @@ impl Serialize for Event {
             Event::Agent(event) => event.serialize(serializer),
             Event::Done(done) => OwnRef::Done(done).serialize(serializer),
             Event::Error { code, message } => OwnRef::Error { code, message }.serialize(serializer),
+            Event::Resumed(resumed) => OwnRef::Resumed(resumed).serialize(serializer),
             Event::Stored { data, .. } => data.serialize(serializer),
         }
     }
@@ -230,6 +258,12 @@ mod tests {
                 conversation_id: Uuid::max(),
             },
             AgentEvent::TextDelta { text: "a".into() }.into(),
+            Event::Resumed(Resumed {
+                step: 2,
+                after: 17,
+                rerun: vec!["c".into()],
+                interrupted: vec!["d".into()],
+            }),
             AgentEvent::ToolCallDelta {
                 call_id: "c".into(),
                 index: 1,

@@ -3,7 +3,9 @@
 //! for readers on this replica and recorded in PostgreSQL (in order, in
 //! batches) for readers anywhere; a client that goes away leaves the run
 //! going for a grace period; a stop or an approval answered on any replica
-//! reaches the replica running it through `NOTIFY data_plane_runs`.
+//! reaches the replica running it through `NOTIFY data_plane_runs`; and a
+//! run whose replica died is taken over by another, which continues it
+//! from its recorded events (`takeover`).
 
 mod approver;
 mod call;
@@ -11,9 +13,10 @@ mod event;
 mod live;
 mod reader;
 mod recorder;
+mod takeover;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use data_plane_agent::{Agent, AgentEvent, ChatRequest};
@@ -26,7 +29,8 @@ use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
 pub use data_plane_store::runs::{ApprovalRow, ApprovalStatus, RunRow, RunStatus};
-pub use event::{Done, DoneReason, Event, to_json};
+pub use event::{Done, DoneReason, Event, Resumed, to_json};
+pub use takeover::{ResumedTurn, Resumer};
 
 use live::LiveRun;
 
@@ -41,6 +45,10 @@ pub struct RunsConfig {
     pub max_events: u64,
     /// How long a finished run's events stay in the database.
     pub retention: Duration,
+    /// How long a run's replica may go without renewing its hold on the
+    /// run before another replica takes it over (it renews every third of
+    /// this).
+    pub lease: Duration,
 }
 
 impl Default for RunsConfig {
@@ -50,14 +58,13 @@ impl Default for RunsConfig {
             approval_timeout: Duration::from_secs(600),
             max_events: 20_000,
             retention: Duration::from_secs(7 * 24 * 3600),
+            lease: Duration::from_secs(10),
         }
     }
 }
 
-/// How often the replica running a run says so in its row.
-const ALIVE_EVERY: Duration = Duration::from_secs(10);
-/// A running run whose row was not touched for this long is lost (its
-/// replica died).
+/// A running run whose row was not touched for this long is lost: its
+/// replica died and no other could take it over.
 const LOST_AFTER: Duration = Duration::from_secs(60);
 /// How often finished runs past their retention are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -121,6 +128,11 @@ impl std::fmt::Debug for Runs {
 struct Inner {
     db: Db,
     config: RunsConfig,
+    /// This replica, as the owner of the runs it runs.
+    replica: Uuid,
+    /// Continues chat runs taken over from a replica that died; without
+    /// one they are marked lost.
+    resumer: OnceLock<Arc<dyn Resumer>>,
     /// Runs this replica is running.
     live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
     /// Readers here of runs another replica runs, woken when that replica
@@ -149,12 +161,14 @@ impl Runs {
         let inner = Arc::new(Inner {
             db: db.clone(),
             config,
+            replica: Uuid::now_v7(),
+            resumer: OnceLock::new(),
             live: Mutex::new(HashMap::new()),
             followed: Mutex::new(HashMap::new()),
             recorder: tx,
             closed: tokio_util::sync::CancellationToken::new(),
         });
-        tokio::spawn(recorder::run(db.clone(), rx));
+        tokio::spawn(recorder::run(db.clone(), inner.replica, rx));
         for task in [listen as fn(_) -> _, upkeep, purge] {
             let weak = Arc::downgrade(&inner);
             let closed = inner.closed.clone();
@@ -176,15 +190,24 @@ impl Runs {
         &self.inner.db
     }
 
+    /// How this replica continues the chat runs it takes over; set once
+    /// (a second call changes nothing).
+    pub fn resume_with(&self, resumer: Arc<dyn Resumer>) {
+        let _ = self.inner.resumer.set(resumer);
+    }
+
     /// Records a new run and starts it: `agent` runs `request` under `ctx`
     /// (with this run as the approver), holding `hold` until it ends. The
-    /// run's first event is `run` (its id and conversation).
+    /// run's first event is `run` (its id and conversation). `saved` is
+    /// kept with the run for the [`Resumer`] of a replica that takes it
+    /// over, should this one die.
     pub async fn begin(
         &self,
         agent: Arc<Agent>,
         request: ChatRequest,
         ctx: ToolContext,
         conversation_id: Option<Uuid>,
+        saved: serde_json::Value,
         hold: Box<dyn Send + Sync>,
     ) -> Result<Started, RunsError> {
         let inner = self.inner.clone();
@@ -192,9 +215,17 @@ impl Runs {
         // a run recorded and never driven.
         tokio::spawn(async move {
             let (live, run_id, conversation_id) =
-                opened(&inner, &ctx, conversation_id, None).await?;
+                opened(&inner, &ctx, conversation_id, None, Some(&saved)).await?;
             let watching = Watching(live.watch().with_grace(inner.config.grace));
-            tokio::spawn(live::drive(inner.clone(), live, agent, request, ctx, hold));
+            tokio::spawn(live::drive(
+                inner.clone(),
+                live,
+                agent,
+                request,
+                ctx,
+                hold,
+                None,
+            ));
             Ok(Started {
                 run_id,
                 conversation_id,
@@ -221,7 +252,7 @@ impl Runs {
     ) -> Result<Uuid, RunsError> {
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let (live, run_id, _) = opened(&inner, &ctx, None, Some(&call.tool)).await?;
+            let (live, run_id, _) = opened(&inner, &ctx, None, Some(&call.tool), None).await?;
             tokio::spawn(call::drive(inner.clone(), live, registry, call, ctx, hold));
             Ok(run_id)
         })
@@ -310,7 +341,10 @@ impl Runs {
             store::notify(&inner.db, &format!("s:{run_id}")).await?;
         }
         // Wait for the row to say it ended (the other replica's answer).
-        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        // A run whose replica died is taken over within its lease: the
+        // stop is said again until a replica runs it and hears it.
+        let until = tokio::time::Instant::now() + Duration::from_secs(10) + inner.config.lease;
+        let mut said = tokio::time::Instant::now();
         loop {
             let Some(row) = store::get(&inner.db, data_plane_store::Scope::System, run_id).await?
             else {
@@ -324,6 +358,15 @@ impl Runs {
             }
             if tokio::time::Instant::now() >= until {
                 return Ok(RunStatus::Running);
+            }
+            if said.elapsed() >= Duration::from_secs(1) {
+                said = tokio::time::Instant::now();
+                if let Some(live) = inner.live(run_id) {
+                    // Taken over by this replica meanwhile.
+                    live.stop(RunStatus::Stopped);
+                } else {
+                    store::notify(&inner.db, &format!("s:{run_id}")).await?;
+                }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -377,18 +420,20 @@ async fn opened(
     ctx: &ToolContext,
     conversation_id: Option<Uuid>,
     tool: Option<&str>,
+    saved: Option<&serde_json::Value>,
 ) -> Result<(Arc<LiveRun>, Uuid, Uuid), RunsError> {
     let run_id = Uuid::now_v7();
     let conversation_id = conversation_id.unwrap_or(run_id);
-    store::create(
-        &inner.db,
-        run_id,
-        ctx.user_id,
-        ctx.space_id,
+    let new = store::NewRun {
+        id: run_id,
+        user_id: ctx.user_id,
+        space_id: ctx.space_id,
         conversation_id,
         tool,
-    )
-    .await?;
+        owner: inner.replica,
+        request: saved,
+    };
+    store::create(&inner.db, &new).await?;
     let live = LiveRun::new(run_id, ctx.user_id, conversation_id, tool.is_some());
     lock(&inner.live).insert(run_id, live.clone());
     live.emit(
@@ -527,28 +572,38 @@ impl Inner {
     }
 }
 
-/// Says this replica's runs are alive, marks runs whose replica died as
-/// lost, and forgets followers that left.
+/// Renews this replica's hold on its runs (letting go of any another
+/// replica took over while this one stalled), takes over runs whose
+/// replica stopped renewing, and forgets followers that left.
 fn upkeep(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, ()> {
     Box::pin(async move {
-        let mut tick = tokio::time::interval(ALIVE_EVERY);
+        let every = inner
+            .upgrade()
+            .map(|i| i.config.lease / 3)
+            .unwrap_or(Duration::from_secs(3))
+            .max(Duration::from_millis(200));
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             let Some(inner) = inner.upgrade() else {
                 return;
             };
             let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
-            if let Err(e) = store::touch(&inner.db, &ids).await {
-                tracing::warn!(error = %e, runs = ids.len(), "cannot mark this replica's runs alive");
+            match store::touch(&inner.db, inner.replica, &ids).await {
+                Ok(taken) => {
+                    for id in taken {
+                        if let Some(live) = inner.live(id) {
+                            tracing::warn!(run_id = %id, "another replica took this run over while this one did not answer; letting it go");
+                            live.hand_off();
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, runs = ids.len(), "cannot renew this replica's hold on its runs")
+                }
             }
-            match store::sweep_lost(&inner.db, LOST_AFTER).await {
-                Ok(0) => {}
-                Ok(n) => tracing::warn!(
-                    runs = n,
-                    "runs whose server stopped answering were marked lost"
-                ),
-                Err(e) => tracing::warn!(error = %e, "cannot look for lost runs"),
-            }
+            takeover::claim(&inner).await;
             lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
         }
     })

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use data_plane_agent::{Agent, AgentError, AgentEvent, ChatRequest, EventSink};
+use data_plane_agent::{
+    Agent, AgentError, AgentEvent, ChatRequest, Checkpoint, EventSink, Resume, ResumePlan,
+};
 use data_plane_registry::ToolContext;
 use data_plane_store::runs::{self as store, RunStatus};
 use futures::FutureExt;
@@ -19,7 +21,7 @@ use uuid::Uuid;
 
 use crate::approver::RunApprover;
 use crate::event::{Done, DoneReason, Event};
-use crate::recorder::Item;
+use crate::recorder::{Item, What};
 use crate::{Inner, RunEvent, lock};
 
 /// Events kept in memory after they are recorded, for readers here that
@@ -33,6 +35,12 @@ const WATCHED_ELSEWHERE_FOR: Duration = Duration::from_secs(15);
 /// How long readers here wait for the table to hold the run's last event
 /// before they are sent it anyway.
 const LAST_EVENT_WAIT: Duration = Duration::from_secs(10);
+
+/// How far a run's events may run ahead of the table. A replica that takes
+/// a run over numbers its events from this far after the last recorded
+/// one, so that no number a reader saw from the replica that died (sent,
+/// never recorded) is ever used again.
+pub(crate) const AHEAD: i64 = 1024;
 
 pub(crate) struct LiveRun {
     pub id: Uuid,
@@ -69,12 +77,22 @@ pub(crate) struct LiveRun {
     /// Approvals of stopped calls being settled in the background; the
     /// run's last event waits for them.
     pub settling: watch::Sender<usize>,
+    /// Another replica took the run over: this one lets it go without
+    /// ending it or settling its approvals.
+    handed_off: std::sync::atomic::AtomicBool,
+    /// Approvals whose request readers have had (recorded by the replica
+    /// this run was taken over from) and whose answer they have not: asked
+    /// again, such a call waits without a second request.
+    pub announced: Mutex<HashSet<String>>,
 }
 
 #[derive(Default)]
 struct Log {
     events: VecDeque<RunEvent>,
     next: i64,
+    /// Events the run has sent (over every replica that ran it): what its
+    /// limit counts.
+    count: u64,
     recorded: i64,
     /// Readers here see events up to this number: the last event waits
     /// until the table says how the run ended.
@@ -93,6 +111,19 @@ pub(crate) enum Found {
 
 impl LiveRun {
     pub fn new(id: Uuid, user_id: Uuid, conversation_id: Uuid, detached: bool) -> Arc<LiveRun> {
+        Self::numbered_from(id, user_id, conversation_id, detached, 1, 0)
+    }
+
+    /// A run taken over: its events are numbered from `next` (everything
+    /// before counts as recorded), `count` sent already.
+    pub fn numbered_from(
+        id: Uuid,
+        user_id: Uuid,
+        conversation_id: Uuid,
+        detached: bool,
+        next: i64,
+        count: u64,
+    ) -> Arc<LiveRun> {
         Arc::new(LiveRun {
             id,
             user_id,
@@ -101,12 +132,15 @@ impl LiveRun {
             cancel: CancellationToken::new(),
             end_reason: Mutex::new(None),
             log: Mutex::new(Log {
-                next: 1,
+                next,
+                count,
+                recorded: next - 1,
+                visible: next - 1,
                 ..Log::default()
             }),
             emitting: tokio::sync::Mutex::new(()),
-            latest: watch::channel(0).0,
-            recorded: watch::channel(0).0,
+            latest: watch::channel(next - 1).0,
+            recorded: watch::channel(next - 1).0,
             ended: watch::channel(None).0,
             watchers: AtomicUsize::new(0),
             left: AtomicU64::new(0),
@@ -115,7 +149,21 @@ impl LiveRun {
             remembered: Mutex::new(HashSet::new()),
             waiting: watch::channel(0).0,
             settling: watch::channel(0).0,
+            handed_off: std::sync::atomic::AtomicBool::new(false),
+            announced: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Lets the run go: another replica took it over. Its agent is
+    /// stopped; nothing more of it is recorded, and readers here go on
+    /// from the table.
+    pub fn hand_off(&self) {
+        self.handed_off.store(true, Ordering::SeqCst);
+        self.stop(RunStatus::Running);
+    }
+
+    pub fn handed_off(&self) -> bool {
+        self.handed_off.load(Ordering::SeqCst)
     }
 
     /// Numbers and sends one event: to readers here at once, to the
@@ -138,6 +186,29 @@ impl LiveRun {
         self.push(inner, event, Some(status)).await
     }
 
+    /// Records where the agent stands, after the events sent so far (in
+    /// their order: the recorder writes both in one transaction). `false`
+    /// when the run may send no more.
+    pub async fn checkpoint(self: &Arc<Self>, inner: &Inner, at: &Checkpoint) -> bool {
+        let _order = self.emitting.lock().await;
+        let after = {
+            let log = lock(&self.log);
+            if log.closed || self.handed_off() {
+                return false;
+            }
+            log.next - 1
+        };
+        let data = crate::event::to_json(at);
+        let item = Item {
+            run: self.clone(),
+            what: What::Checkpoint { after, data },
+        };
+        if inner.recorder.send(item).await.is_err() {
+            tracing::error!(run_id = %self.id, "the run recorder is gone; checkpoints are no longer recorded");
+        }
+        true
+    }
+
     /// Shows readers here the last event.
     pub fn publish_last(&self, seq: i64) {
         lock(&self.log).visible = seq;
@@ -152,13 +223,18 @@ impl LiveRun {
     ) -> Option<i64> {
         let last = ends.is_some();
         let _order = self.emitting.lock().await;
+        // Never further ahead of the table than a takeover skips.
+        let mut recorded = self.recorded.subscribe();
+        let next = lock(&self.log).next;
+        let _ = recorded.wait_for(|r| next - *r <= AHEAD).await;
         let event = {
             let mut log = lock(&self.log);
-            if log.closed {
+            if log.closed || self.handed_off() {
                 return None;
             }
             let seq = log.next;
-            if !last && seq as u64 > inner.config.max_events {
+            log.count += 1;
+            if !last && log.count > inner.config.max_events {
                 drop(log);
                 if self.stop(RunStatus::Error) {
                     tracing::warn!(run_id = %self.id, max = inner.config.max_events, "the run reached its event limit and was stopped");
@@ -186,8 +262,7 @@ impl LiveRun {
             .recorder
             .send(Item {
                 run: self.clone(),
-                event,
-                ends,
+                what: What::Event { event, ends },
             })
             .await
             .is_err()
@@ -372,10 +447,15 @@ impl EventSink for RunSink {
     async fn emit(&self, event: AgentEvent) -> bool {
         self.run.emit(&self.inner, Event::Agent(event)).await
     }
+
+    async fn checkpoint(&self, at: &Checkpoint) -> bool {
+        self.run.checkpoint(&self.inner, at).await
+    }
 }
 
-/// Runs the agent to its end, sends the last event, waits for it to be
-/// recorded, and records how the run ended.
+/// Runs the agent to its end (from where `resume` says, for a run taken
+/// over), sends the last event, waits for it to be recorded, and records
+/// how the run ended.
 pub(crate) async fn drive(
     inner: Arc<Inner>,
     run: Arc<LiveRun>,
@@ -383,6 +463,7 @@ pub(crate) async fn drive(
     mut request: ChatRequest,
     mut ctx: ToolContext,
     hold: Box<dyn Send + Sync>,
+    resume: Option<(Resume, ResumePlan)>,
 ) {
     ctx.approver = Some(Arc::new(RunApprover::new(inner.clone(), run.clone())));
     request.waiting = Some(run.waiting.subscribe());
@@ -391,9 +472,17 @@ pub(crate) async fn drive(
         inner: inner.clone(),
         run: run.clone(),
     };
-    let outcome = AssertUnwindSafe(agent.run(request, &ctx, &sink, &run.cancel))
-        .catch_unwind()
-        .await;
+    let work = async {
+        match resume {
+            Some((resume, plan)) => {
+                agent
+                    .resume(request, resume, plan, &ctx, &sink, &run.cancel)
+                    .await
+            }
+            None => agent.run(request, &ctx, &sink, &run.cancel).await,
+        }
+    };
+    let outcome = AssertUnwindSafe(work).catch_unwind().await;
     let stopped = |status, reason| {
         let done = Done {
             reason,
@@ -458,6 +547,12 @@ pub(crate) async fn finish(
     status: RunStatus,
     hold: Box<dyn Send + Sync>,
 ) {
+    if run.handed_off() {
+        // Another replica runs it now and will end it.
+        drop(hold);
+        release(inner, run);
+        return;
+    }
     // Calls still waiting for an answer will get none: say so first.
     let mut settling = run.settling.subscribe();
     let _ = tokio::time::timeout(Duration::from_secs(5), settling.wait_for(|n| *n == 0)).await;
@@ -495,6 +590,13 @@ pub(crate) async fn finish(
     run.publish_last(last);
     run.ended.send_replace(Some(status));
     lock(&inner.live).remove(&run.id);
+}
+
+/// Forgets a run this replica no longer runs: readers here go on from the
+/// table (their run "ended here", still running elsewhere).
+pub(crate) fn release(inner: &Inner, run: &LiveRun) {
+    lock(&inner.live).remove(&run.id);
+    run.ended.send_replace(Some(RunStatus::Running));
 }
 
 /// What the client is told; the endpoint's address stays in the log.

@@ -32,6 +32,9 @@ struct Reader {
     _guard: Option<WatchGuard>,
     wake: Option<watch::Receiver<i64>>,
     said_watching: Option<tokio::time::Instant>,
+    /// What takeovers dropped (after, resumed): `None` until the table is
+    /// first read.
+    void: Option<Vec<(i64, i64)>>,
 }
 
 pub(crate) fn events(
@@ -54,6 +57,7 @@ pub(crate) fn events(
         _guard: guard,
         wake: None,
         said_watching: None,
+        void: None,
     };
     futures::stream::unfold(reader, |mut r| async move {
         let batch = r.next_batch().await?;
@@ -177,7 +181,28 @@ impl Reader {
         None
     }
 
-    async fn page(&self) -> Option<Vec<RunEvent>> {
+    async fn page(&mut self) -> Option<Vec<RunEvent>> {
+        if self.void.is_none() {
+            // Events a takeover dropped are not replayed: a reader that
+            // comes later reads the run as if it had never stopped.
+            match store::events_of_kind(&self.inner.db, self.run_id, "resumed").await {
+                Ok(rows) => {
+                    let void = rows
+                        .into_iter()
+                        .filter_map(|r| match Event::from_stored(&r.kind, r.data) {
+                            Event::Resumed(resumed) => Some((resumed.after, r.seq)),
+                            _ => None,
+                        })
+                        .collect();
+                    self.void = Some(void);
+                }
+                Err(e) => {
+                    tracing::warn!(run_id = %self.run_id, error = %e, "cannot read the run's takeovers");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    return None;
+                }
+            }
+        }
         match store::events_after(&self.inner.db, Scope::System, self.run_id, self.last, PAGE).await
         {
             Ok(rows) => Some(
@@ -204,6 +229,13 @@ impl Reader {
                 continue;
             }
             self.last = event.seq;
+            let dropped = self.void.as_ref().is_some_and(|void| {
+                void.iter()
+                    .any(|&(from, to)| event.seq > from && event.seq < to)
+            });
+            if dropped {
+                continue;
+            }
             let last = event.is_last();
             out.push(event);
             if last {

@@ -1,4 +1,5 @@
-//! Writes runs' events to the table (as their JSON, [`to_json`]) in the
+//! Writes runs' events (and their agents' checkpoints, placed between
+//! them) to the tables (as their JSON, [`to_json`]) in the
 //! order they were sent, in batches (one transaction, one NOTIFY per run),
 //! retrying while the database is away; runs wait when the recorder falls far behind (the
 //! queue, shared by this replica's runs, is bounded). A batch the database
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use data_plane_store::runs::{self as store, NewEvent, RunStatus};
+use data_plane_store::runs::{self as store, NewCheckpoint, NewEvent, RunStatus};
 use data_plane_store::{Db, StoreError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -26,36 +27,59 @@ const BATCH: usize = 512;
 
 pub(crate) struct Item {
     pub run: Arc<LiveRun>,
-    pub event: RunEvent,
-    /// The run's last event: how the run ended, recorded with it.
-    pub ends: Option<RunStatus>,
+    pub what: What,
 }
 
-pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
+pub(crate) enum What {
+    Event {
+        event: RunEvent,
+        /// The run's last event: how the run ended, recorded with it.
+        ends: Option<RunStatus>,
+    },
+    /// Where the agent stands, after the run's event `after` (JSON).
+    Checkpoint { after: i64, data: String },
+}
+
+/// Records for `owner` (this replica): events of a run another replica
+/// took over are not written.
+pub(crate) async fn run(db: Db, owner: Uuid, mut rx: mpsc::Receiver<Item>) {
     let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut batch, BATCH).await > 0 {
-        let rows: Vec<NewEvent> = batch
-            .iter()
-            .map(|i| NewEvent {
-                run_id: i.run.id,
-                seq: i.event.seq,
-                kind: i.event.event.name().to_string(),
-                data: to_json(&*i.event.event),
-                ends: i.ends,
-            })
-            .collect();
-        if let Err(e) = write(&db, &rows).await {
+        let mut rows: Vec<NewEvent> = Vec::with_capacity(batch.len());
+        let mut checkpoints: Vec<NewCheckpoint> = Vec::new();
+        for item in &batch {
+            match &item.what {
+                What::Event { event, ends } => rows.push(NewEvent {
+                    run_id: item.run.id,
+                    seq: event.seq,
+                    kind: event.event.name().to_string(),
+                    data: to_json(&*event.event),
+                    ends: *ends,
+                }),
+                What::Checkpoint { after, data } => checkpoints.push(NewCheckpoint {
+                    run_id: item.run.id,
+                    after_seq: *after,
+                    data: data.clone(),
+                }),
+            }
+        }
+        if let Err(e) = write(&db, owner, &rows, &checkpoints).await {
             tracing::warn!(error = %e, events = rows.len(), "the database refused a batch of run events; recording them one by one");
             for row in &rows {
-                one(&db, row).await;
+                one(&db, owner, row).await;
+            }
+            if let Err(e) = write(&db, owner, &[], &checkpoints).await {
+                tracing::warn!(error = %e, "run checkpoints could not be recorded; a takeover of these runs goes on from an earlier step");
             }
         }
         let mut highest: HashMap<Uuid, (Arc<LiveRun>, i64)> = HashMap::new();
         for item in batch.drain(..) {
-            let entry = highest
-                .entry(item.run.id)
-                .or_insert_with(|| (item.run.clone(), 0));
-            entry.1 = entry.1.max(item.event.seq);
+            if let What::Event { event, .. } = &item.what {
+                let entry = highest
+                    .entry(item.run.id)
+                    .or_insert_with(|| (item.run.clone(), 0));
+                entry.1 = entry.1.max(event.seq);
+            }
         }
         for (run, seq) in highest.into_values() {
             run.mark_recorded(seq);
@@ -65,10 +89,15 @@ pub(crate) async fn run(db: Db, mut rx: mpsc::Receiver<Item>) {
 
 /// Writes `rows`, retrying while the failure may pass; the error that will
 /// not.
-async fn write(db: &Db, rows: &[NewEvent]) -> Result<(), StoreError> {
+async fn write(
+    db: &Db,
+    owner: Uuid,
+    rows: &[NewEvent],
+    checkpoints: &[NewCheckpoint],
+) -> Result<(), StoreError> {
     let mut pause = Duration::from_millis(50);
     loop {
-        match store::append(db, rows).await {
+        match store::append(db, owner, rows, checkpoints).await {
             Ok(()) => return Ok(()),
             Err(e) if e.is_transient() => {
                 tracing::warn!(error = %e, events = rows.len(), "cannot record run events; retrying");
@@ -82,8 +111,8 @@ async fn write(db: &Db, rows: &[NewEvent]) -> Result<(), StoreError> {
 
 /// Writes one event, or in its place a placeholder saying it could not be
 /// recorded; nothing when even that is refused (the run is gone).
-async fn one(db: &Db, row: &NewEvent) {
-    let Err(e) = write(db, std::slice::from_ref(row)).await else {
+async fn one(db: &Db, owner: Uuid, row: &NewEvent) {
+    let Err(e) = write(db, owner, std::slice::from_ref(row), &[]).await else {
         return;
     };
     tracing::warn!(run_id = %row.run_id, seq = row.seq, kind = %row.kind, error = %e, "a run event could not be recorded; a placeholder keeps its place");
@@ -98,7 +127,7 @@ async fn one(db: &Db, row: &NewEvent) {
         .to_string(),
         ends: row.ends,
     };
-    if let Err(e) = write(db, std::slice::from_ref(&placeholder)).await {
+    if let Err(e) = write(db, owner, std::slice::from_ref(&placeholder), &[]).await {
         tracing::warn!(run_id = %row.run_id, seq = row.seq, error = %e, "not even a placeholder could be recorded; the run is probably gone");
     }
 }

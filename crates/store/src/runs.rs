@@ -56,30 +56,107 @@ pub struct EventRow {
     pub data: Value,
 }
 
-/// Records a new run (running): a chat turn, or (`tool`) one call of that
-/// tool.
-pub async fn create(
-    db: &Db,
-    id: Uuid,
-    user_id: Uuid,
-    space_id: Option<Uuid>,
-    conversation_id: Uuid,
-    tool: Option<&str>,
-) -> Result<(), StoreError> {
+/// A new run, as [`create`] records it.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub space_id: Option<Uuid>,
+    pub conversation_id: Uuid,
+    /// The tool of a run that is one call; `None` for a chat turn.
+    pub tool: Option<&'a str>,
+    /// The replica that runs it.
+    pub owner: Uuid,
+    /// What another replica needs to continue it, should this one die.
+    pub request: Option<&'a Value>,
+}
+
+/// Records a new run (running), held by its owner.
+pub async fn create(db: &Db, run: &NewRun<'_>) -> Result<(), StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     sqlx::query(
-        "INSERT INTO runs (id, user_id, space_id, conversation_id, tool)
-         VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO runs (id, user_id, space_id, conversation_id, tool, owner, request)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
-    .bind(id)
-    .bind(user_id)
-    .bind(space_id)
-    .bind(conversation_id)
-    .bind(tool)
+    .bind(run.id)
+    .bind(run.user_id)
+    .bind(run.space_id)
+    .bind(run.conversation_id)
+    .bind(run.tool)
+    .bind(run.owner)
+    .bind(run.request)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// A run another replica held until its lease ran out, now claimed by
+/// this one ([`claim`]).
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub row: RunRow,
+    /// What the replica that began it saved for continuing it.
+    pub request: Option<Value>,
+    /// How many times it was taken over, this time included.
+    pub takeovers: i32,
+    /// Its last recorded event's number (0: none) and how many it has.
+    pub last_seq: i64,
+    pub events: i64,
+}
+
+/// Claims up to `limit` running runs of other owners whose lease ran out
+/// (their owner renewed nothing for `lease`, by the database's clock) for
+/// `owner` (its own it renews; one it could not renew for a while is still
+/// its own to run). Each
+/// run goes to one replica only: the rows are locked and skipped by any
+/// other replica claiming at the same moment. The last recorded event is
+/// read after the claim, so events the old owner wrote until then count.
+pub async fn claim(
+    db: &Db,
+    owner: Uuid,
+    lease: std::time::Duration,
+    limit: i64,
+) -> Result<Vec<Claimed>, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let rows: Vec<(Uuid, Option<Value>, i32)> = sqlx::query_as(
+        "UPDATE runs SET owner = $1, alive_at = now(), takeovers = takeovers + 1
+         WHERE id IN (
+             SELECT id FROM runs
+             WHERE status = 'running' AND alive_at < now() - make_interval(secs => $2)
+               AND owner IS DISTINCT FROM $1
+             ORDER BY alive_at LIMIT $3
+             FOR UPDATE SKIP LOCKED)
+         RETURNING id, request, takeovers",
+    )
+    .bind(owner)
+    .bind(lease.as_secs_f64())
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut claimed = Vec::with_capacity(rows.len());
+    for (id, request, takeovers) in rows {
+        let row: RunRow = sqlx::query_as(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        // A statement of its own: it sees what committed while the claim
+        // waited for the row.
+        let (last_seq, events): (Option<i64>, i64) =
+            sqlx::query_as("SELECT max(seq), count(*) FROM run_events WHERE run_id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        claimed.push(Claimed {
+            row,
+            request,
+            takeovers,
+            last_seq: last_seq.unwrap_or(0),
+            events,
+        });
+    }
+    tx.commit().await?;
+    Ok(claimed)
 }
 
 /// One event to record: its run, number, type and body.
@@ -95,11 +172,33 @@ pub struct NewEvent {
     pub ends: Option<RunStatus>,
 }
 
-/// Records events of any runs in one transaction and announces, per run,
-/// the highest number now recorded. Events already recorded (a retried
-/// batch) are skipped.
-pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
-    if events.is_empty() {
+/// A run's checkpoint to record: placed after its event `after_seq`.
+#[derive(Debug, Clone)]
+pub struct NewCheckpoint {
+    pub run_id: Uuid,
+    pub after_seq: i64,
+    /// Its JSON text (an object).
+    pub data: String,
+}
+
+/// One recorded checkpoint.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CheckpointRow {
+    pub after_seq: i64,
+    pub data: Value,
+}
+
+/// Records events and checkpoints of any runs `owner` holds in one
+/// transaction and announces, per run, the highest number now recorded.
+/// Events already recorded (a retried batch) are skipped, and so is
+/// everything of a run another replica took over.
+pub async fn append(
+    db: &Db,
+    owner: Uuid,
+    events: &[NewEvent],
+    checkpoints: &[NewCheckpoint],
+) -> Result<(), StoreError> {
+    if events.is_empty() && checkpoints.is_empty() {
         return Ok(());
     }
     let runs: Vec<Uuid> = events.iter().map(|e| e.run_id).collect();
@@ -107,27 +206,55 @@ pub async fn append(db: &Db, events: &[NewEvent]) -> Result<(), StoreError> {
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
     let mut tx = db.begin(Scope::System).await?;
+    // Only the runs `owner` still holds: a replica whose run was taken
+    // over (it stalled past its lease) writes nothing more into it.
     sqlx::query(
         "INSERT INTO run_events (run_id, seq, kind, data)
          SELECT t.r, t.s, t.k, t.d::jsonb
          FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS t(r, s, k, d)
+         WHERE EXISTS (SELECT 1 FROM runs
+                       WHERE runs.id = t.r AND runs.owner IS NOT DISTINCT FROM $5)
          ON CONFLICT DO NOTHING",
     )
     .bind(&runs)
     .bind(&seqs)
     .bind(&kinds)
     .bind(&data)
+    .bind(owner)
     .execute(&mut *tx)
     .await?;
+    if !checkpoints.is_empty() {
+        let runs: Vec<Uuid> = checkpoints.iter().map(|c| c.run_id).collect();
+        let after: Vec<i64> = checkpoints.iter().map(|c| c.after_seq).collect();
+        let data: Vec<&str> = checkpoints.iter().map(|c| c.data.as_str()).collect();
+        // In the batch's order: `id` keeps it among checkpoints placed
+        // after the same event. A retried batch may write one twice; a
+        // reader takes the later of equal ones.
+        sqlx::query(
+            "INSERT INTO run_checkpoints (run_id, after_seq, data)
+             SELECT t.r, t.a, t.d::jsonb
+             FROM UNNEST($1::uuid[], $2::bigint[], $3::text[]) WITH ORDINALITY AS t(r, a, d, n)
+             WHERE EXISTS (SELECT 1 FROM runs
+                           WHERE runs.id = t.r AND runs.owner IS NOT DISTINCT FROM $4)
+             ORDER BY t.n",
+        )
+        .bind(&runs)
+        .bind(&after)
+        .bind(&data)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+    }
     for event in events {
         if let Some(status) = event.ends {
             sqlx::query(
                 "UPDATE runs SET status = $2, finished_at = now(), last_seq = $3
-                 WHERE id = $1 AND status = 'running'",
+                 WHERE id = $1 AND status = 'running' AND owner IS NOT DISTINCT FROM $4",
             )
             .bind(event.run_id)
             .bind(status)
             .bind(event.seq)
+            .bind(owner)
             .execute(&mut *tx)
             .await?;
         }
@@ -162,34 +289,48 @@ pub async fn mark_lost(db: &Db, id: Uuid, after: std::time::Duration) -> Result<
     Ok(done == 1)
 }
 
-/// Marks every running run that no replica touched for `after` as lost
-/// (its replica died); returns how many.
-pub async fn sweep_lost(db: &Db, after: std::time::Duration) -> Result<u64, StoreError> {
+/// Marks the run lost, when `owner` holds it and it is still running: a
+/// replica that took it over and cannot continue it.
+pub async fn end_lost(db: &Db, id: Uuid, owner: Uuid) -> Result<bool, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
-    let n = sqlx::query(
+    let done = sqlx::query(
         "UPDATE runs SET status = 'lost', finished_at = now()
-         WHERE status = 'running' AND alive_at < now() - make_interval(secs => $1)",
+         WHERE id = $1 AND status = 'running' AND owner = $2",
     )
-    .bind(after.as_secs_f64())
+    .bind(id)
+    .bind(owner)
     .execute(&mut *tx)
     .await?
     .rows_affected();
     tx.commit().await?;
-    Ok(n)
+    Ok(done == 1)
 }
 
-/// Says the runs are still being run by this replica.
-pub async fn touch(db: &Db, ids: &[Uuid]) -> Result<(), StoreError> {
+/// Renews `owner`'s lease on the runs; answers those still running that
+/// it no longer holds (another replica took them over).
+pub async fn touch(db: &Db, owner: Uuid, ids: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
     if ids.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let mut tx = db.begin(Scope::System).await?;
-    sqlx::query("UPDATE runs SET alive_at = now() WHERE id = ANY($1) AND status = 'running'")
-        .bind(ids)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "UPDATE runs SET alive_at = now()
+         WHERE id = ANY($1) AND status = 'running' AND owner IS NOT DISTINCT FROM $2",
+    )
+    .bind(ids)
+    .bind(owner)
+    .execute(&mut *tx)
+    .await?;
+    let taken: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM runs
+         WHERE id = ANY($1) AND status = 'running' AND owner IS DISTINCT FROM $2",
+    )
+    .bind(ids)
+    .bind(owner)
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(taken)
 }
 
 /// The run, if `scope` may see it (its user, an admin, the system).
@@ -219,6 +360,33 @@ pub async fn events_after(
     .bind(id)
     .bind(after)
     .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// The run's checkpoints, in the order they were recorded.
+pub async fn checkpoints_of(db: &Db, id: Uuid) -> Result<Vec<CheckpointRow>, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let rows = sqlx::query_as(
+        "SELECT after_seq, data FROM run_checkpoints WHERE run_id = $1 ORDER BY after_seq, id",
+    )
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// The run's recorded events of `kind`, in order.
+pub async fn events_of_kind(db: &Db, id: Uuid, kind: &str) -> Result<Vec<EventRow>, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let rows = sqlx::query_as(
+        "SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND kind = $2 ORDER BY seq",
+    )
+    .bind(id)
+    .bind(kind)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -379,6 +547,20 @@ pub async fn pending(db: &Db, scope: Scope, run_id: Uuid) -> Result<Vec<Approval
     let mut tx = db.begin(scope).await?;
     let rows = sqlx::query_as(&format!(
         "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1 AND status = 'pending'
+         ORDER BY created_at, call_id"
+    ))
+    .bind(run_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Every approval the run asked for, in the order asked.
+pub async fn approvals_of(db: &Db, run_id: Uuid) -> Result<Vec<ApprovalRow>, StoreError> {
+    let mut tx = db.begin(Scope::System).await?;
+    let rows = sqlx::query_as(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM run_approvals WHERE run_id = $1
          ORDER BY created_at, call_id"
     ))
     .bind(run_id)

@@ -1,4 +1,5 @@
-//! Chat runs' flags: grace period, approval timeout, event limit, retention.
+//! Chat runs' flags: grace period, approval timeout, event limit, retention,
+//! the lease another replica takes a run over after.
 
 use std::time::Duration;
 
@@ -45,6 +46,16 @@ pub struct RunArgs {
         default_value_t = 168
     )]
     pub run_retention_hours: u64,
+
+    /// Seconds a replica may go without renewing its hold on a run before
+    /// another takes the run over (it renews every third of this).
+    #[arg(
+        long,
+        env = "DATA_PLANE_RUN_LEASE_SECS",
+        global = true,
+        default_value_t = 10
+    )]
+    pub run_lease_secs: u64,
 }
 
 impl RunArgs {
@@ -56,6 +67,7 @@ impl RunArgs {
             ),
             (self.run_max_events, "DATA_PLANE_RUN_MAX_EVENTS"),
             (self.run_retention_hours, "DATA_PLANE_RUN_RETENTION_HOURS"),
+            (self.run_lease_secs, "DATA_PLANE_RUN_LEASE_SECS"),
         ] {
             anyhow::ensure!(value > 0, "{name} must be above 0");
         }
@@ -64,6 +76,7 @@ impl RunArgs {
             approval_timeout: Duration::from_secs(self.approval_timeout_secs),
             max_events: self.run_max_events,
             retention: Duration::from_secs(self.run_retention_hours.saturating_mul(3600)),
+            lease: Duration::from_secs(self.run_lease_secs),
         })
     }
 }

@@ -1,7 +1,9 @@
 //! `POST /v1/chat`: one conversation turn as a run (docs/runs.md) and its
 //! event stream. The run belongs to the server, not to this response: a
 //! client that goes away can reattach (`GET /v1/runs/{id}/events`) within
-//! the grace period, after which the run is stopped.
+//! the grace period, after which the run is stopped. What the turn was
+//! asked is saved with the run, so that another replica can continue it
+//! should this one die ([`ChatResumer`]).
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
@@ -9,7 +11,9 @@ use axum::response::{IntoResponse as _, Response};
 use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{ChatRequest, Message};
 use data_plane_registry::{ToolContext, ToolMode};
-use serde::Deserialize;
+use data_plane_runs::{ResumedTurn, Resumer, RunRow};
+use data_plane_store::identity::Permission;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::context::{CHAT_PROFILE, context, space_facts, with_profile};
@@ -39,7 +43,7 @@ pub struct ChatBody {
     _message_id: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChatOptions {
     /// At most the server's DATA_PLANE_MAX_STEPS.
@@ -98,6 +102,15 @@ pub async fn chat(
         None => None,
     };
     let ctx = turn_context(&state, &caller, &headers, body.space_id, &options).await?;
+    let saved = serde_json::to_value(SavedTurn {
+        messages: messages.clone(),
+        permission: caller.permission,
+        service: caller.service.clone(),
+        request_id: ctx.request_id.clone(),
+        today: chrono::Utc::now().date_naive(),
+        options: &options,
+    })
+    .map_err(|e| ApiError::bad_request(format!("messages: {e}")))?;
     let permit = match state.chat_limits.admit(caller.user_id) {
         Ok(permit) => permit,
         Err(refusal) => {
@@ -113,6 +126,7 @@ pub async fn chat(
             request,
             ctx,
             options.conversation_id,
+            saved,
             Box::new(permit),
         )
         .await
@@ -207,6 +221,15 @@ impl ChatOptions {
 
     /// The agent's request for this turn.
     fn request(&self, messages: Vec<Message>, space: Option<SpaceFacts>) -> ChatRequest {
+        self.request_on(messages, space, chrono::Utc::now().date_naive())
+    }
+
+    fn request_on(
+        &self,
+        messages: Vec<Message>,
+        space: Option<SpaceFacts>,
+        today: chrono::NaiveDate,
+    ) -> ChatRequest {
         ChatRequest {
             messages,
             max_steps: self.max_steps,
@@ -215,11 +238,80 @@ impl ChatOptions {
             deadline: self
                 .deadline_secs
                 .map(|s| std::time::Duration::from_secs(s.min(86_400))),
-            facts: Some(PromptFacts {
-                space,
-                today: chrono::Utc::now().date_naive(),
-            }),
+            facts: Some(PromptFacts { space, today }),
             waiting: None,
         }
+    }
+}
+
+/// What a turn saves with its run: enough for another replica to ask the
+/// same of the agent, as the same caller (docs/runs.md, "Takeover").
+#[derive(Serialize)]
+struct SavedTurn<'a> {
+    messages: Vec<Message>,
+    permission: Permission,
+    service: Option<String>,
+    request_id: String,
+    /// The date the system prompt gave, kept across midnight.
+    today: chrono::NaiveDate,
+    options: &'a ChatOptions,
+}
+
+/// [`SavedTurn`] read back.
+#[derive(Deserialize)]
+struct Saved {
+    messages: Vec<Message>,
+    permission: Permission,
+    service: Option<String>,
+    request_id: String,
+    today: chrono::NaiveDate,
+    options: ChatOptions,
+}
+
+/// Rebuilds a chat turn that another replica began, for this one to
+/// continue: the same caller (whose space must still be theirs to read),
+/// the same profile and options, the settings as stored now.
+pub struct ChatResumer(pub AppState);
+
+#[async_trait::async_trait]
+impl Resumer for ChatResumer {
+    async fn chat(&self, row: &RunRow, saved: &serde_json::Value) -> Result<ResumedTurn, String> {
+        let state = &self.0;
+        let agent = state
+            .agent
+            .clone()
+            .ok_or("no language model is configured on this server")?;
+        let saved: Saved = serde_json::from_value(saved.clone())
+            .map_err(|e| format!("what the run saved cannot be read: {e}"))?;
+        let caller = Caller {
+            user_id: row.user_id,
+            permission: saved.permission,
+            service: saved.service,
+        };
+        let refused = |e: ApiError| e.message().to_string();
+        let space = match row.space_id {
+            Some(id) => Some(space_facts(state, &caller, id).await.map_err(refused)?),
+            None => None,
+        };
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = HeaderValue::from_str(&saved.request_id) {
+            headers.insert("x-request-id", value);
+        }
+        let ctx = turn_context(state, &caller, &headers, row.space_id, &saved.options)
+            .await
+            .map_err(refused)?;
+        let request = saved.options.request_on(saved.messages, space, saved.today);
+        // The turn was admitted when it began; its place is taken again if
+        // there is one, and the turn goes on regardless.
+        let hold: Box<dyn Send + Sync> = match state.chat_limits.admit(caller.user_id) {
+            Ok(permit) => Box::new(permit),
+            Err(_) => Box::new(()),
+        };
+        Ok(ResumedTurn {
+            agent,
+            request,
+            ctx,
+            hold,
+        })
     }
 }

@@ -79,6 +79,10 @@ pub fn service(state: AppState) -> axum::routing::IntoMakeService<Router> {
 /// The whole router; tests drive it directly or bind it to 127.0.0.1:0
 /// (through [`service`], as `data-plane serve` does).
 pub fn app(state: AppState) -> Router {
+    // A replica that serves chat turns continues those of a replica that died.
+    state
+        .runs
+        .resume_with(std::sync::Arc::new(chat::ChatResumer(state.clone())));
     // The MCP endpoint authenticates before the protocol's SDK reads a byte.
     let mcp = Router::new()
         .route_service("/mcp", mcp::service(state.clone()))

@@ -17,7 +17,7 @@ use serde::Serialize;
 
 /// Which stream a run's events are sent as: this server's events, or the
 /// AI SDK's UI message stream (`ui_stream`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StreamFormat {
     Events,

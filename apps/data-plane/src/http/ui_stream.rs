@@ -14,7 +14,7 @@ use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use data_plane_agent::{AgentEvent, FinishReason};
 use data_plane_registry::ToolEvent;
-use data_plane_runs::{Done, DoneReason, Event, RunEvent, to_json};
+use data_plane_runs::{Done, DoneReason, Event, Resumed, RunEvent, to_json};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
@@ -47,7 +47,8 @@ pub struct Translator {
     /// Leave `messageId` out of `start`: the request continues the
     /// client's last assistant message.
     continuing: bool,
-    inputs_started: HashSet<String>,
+    /// Calls whose arguments began streaming in this step, and their tools.
+    inputs_started: BTreeMap<String, String>,
     inputs_available: HashSet<String>,
     denied: HashSet<String>,
     /// Each sub-agent's progress so far, by its parent call.
@@ -91,6 +92,7 @@ impl Translator {
             Event::Agent(event) => self.agent(event, &mut out),
             Event::Done(done) => self.finish(Some(done), &mut out),
             Event::Error { message, .. } => self.fail(message, &mut out),
+            Event::Resumed(resumed) => self.resumed(resumed, &mut out),
             // A placeholder the recorder kept for a last event it could not
             // store still ends the message.
             Event::Stored { kind, .. } if kind == "done" => self.finish(None, &mut out),
@@ -127,7 +129,11 @@ impl Translator {
                 }
                 self.step(out, Some(call_id));
                 self.close_text(out);
-                if self.inputs_started.insert(call_id.clone()) {
+                if self
+                    .inputs_started
+                    .insert(call_id.clone(), name.clone())
+                    .is_none()
+                {
                     out.push(json!({
                         "type": "tool-input-start", "toolCallId": call_id,
                         "toolName": name, "dynamic": true,
@@ -252,6 +258,42 @@ impl Translator {
         out.push(json!({
             "type": "finish", "finishReason": finish, "messageMetadata": metadata,
         }));
+    }
+
+    /// Another replica took the run over (docs/runs.md, "Takeover"). The
+    /// SDK has no chunk that takes text back, so the cut step is closed
+    /// where it stands: its text part ends, a call whose arguments were
+    /// still streaming ends as an input error (`tool-input-error`, the
+    /// SDK's own way to fail a call that never ran), and a transient
+    /// `data-resumed` part (`onData`) says which step starts again, for an
+    /// app that drops the cut text itself. A reader that attaches later
+    /// (the SDK's `resumeStream`) gets a replay without what was cut.
+    fn resumed(&mut self, resumed: &Resumed, out: &mut Vec<Value>) {
+        self.close_text(out);
+        let streaming = self
+            .inputs_started
+            .iter()
+            .filter(|(c, _)| !self.inputs_available.contains(*c));
+        for (call_id, name) in streaming {
+            out.push(json!({
+                "type": "tool-input-error", "toolCallId": call_id, "toolName": name,
+                "input": null, "dynamic": true,
+                "errorText": "cut off when the server running this answer stopped; it was asked again",
+            }));
+        }
+        self.close_step(out);
+        out.push(json!({
+            "type": "data-resumed", "transient": true,
+            "data": {
+                "step": resumed.step, "after": resumed.after,
+                "rerun": resumed.rerun, "interrupted": resumed.interrupted,
+            },
+        }));
+        // Calls of the last step still to come (run again, or interrupted)
+        // belong to a step of their own; the model's answer to another.
+        self.after_results = true;
+        self.step_calls
+            .retain(|c| resumed.rerun.contains(c) || resumed.interrupted.contains(c));
     }
 
     fn fail(&mut self, message: &str, out: &mut Vec<Value>) {
