@@ -21,8 +21,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::json;
 
-const ROUNDS: usize = 12;
-const LEASE_SECS: u64 = 3;
+const ROUNDS: usize = 8;
+// The default lease (DATA_PLANE_RUN_LEASE_SECS), as a deployment runs it.
+const LEASE_SECS: u64 = 10;
 const SECRET: &str = "bench-takeover-secret-at-least-32-bytes!";
 
 fn serve(test: &TestDatabase, model: &FakeModel, dir: &std::path::Path) -> (Child, String) {

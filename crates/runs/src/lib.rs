@@ -66,6 +66,9 @@ impl Default for RunsConfig {
 /// A running run whose row was not touched for this long is lost: its
 /// replica died and no other could take it over.
 const LOST_AFTER: Duration = Duration::from_secs(60);
+/// How often a replica looks for runs whose lease ran out (or every third
+/// of the lease, when that is shorter).
+const CLAIM_EVERY: Duration = Duration::from_secs(1);
 /// How often finished runs past their retention are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -577,36 +580,49 @@ impl Inner {
 /// replica stopped renewing, and forgets followers that left.
 fn upkeep(inner: std::sync::Weak<Inner>) -> futures::future::BoxFuture<'static, ()> {
     Box::pin(async move {
-        let every = inner
+        let lease = inner
             .upgrade()
-            .map(|i| i.config.lease / 3)
-            .unwrap_or(Duration::from_secs(3))
-            .max(Duration::from_millis(200));
-        let mut tick = tokio::time::interval(every);
+            .map_or(Duration::from_secs(10), |i| i.config.lease);
+        let renew_every = (lease / 3).max(Duration::from_millis(200));
+        // Looking for runs to take over is one indexed UPDATE: done more
+        // often than renewing, a dead replica's runs go on at most a
+        // second after their lease ran out.
+        let claim_every = renew_every.min(CLAIM_EVERY);
+        let mut tick = tokio::time::interval(claim_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut renewed: Option<tokio::time::Instant> = None;
         loop {
             tick.tick().await;
             let Some(inner) = inner.upgrade() else {
                 return;
             };
-            let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
-            match store::touch(&inner.db, inner.replica, &ids).await {
-                Ok(taken) => {
-                    for id in taken {
-                        if let Some(live) = inner.live(id) {
-                            tracing::warn!(run_id = %id, "another replica took this run over while this one did not answer; letting it go");
-                            live.hand_off();
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, runs = ids.len(), "cannot renew this replica's hold on its runs")
-                }
+            if renewed.is_none_or(|at| at.elapsed() + claim_every / 2 >= renew_every) {
+                renewed = Some(tokio::time::Instant::now());
+                renew(&inner).await;
+                lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
             }
             takeover::claim(&inner).await;
-            lock(&inner.followed).retain(|_, tx| tx.receiver_count() > 0);
         }
     })
+}
+
+/// Renews this replica's hold on its runs, and lets go of those another
+/// replica took over meanwhile.
+async fn renew(inner: &Inner) {
+    let ids: Vec<Uuid> = lock(&inner.live).keys().copied().collect();
+    match store::touch(&inner.db, inner.replica, &ids).await {
+        Ok(taken) => {
+            for id in taken {
+                if let Some(live) = inner.live(id) {
+                    tracing::warn!(run_id = %id, "another replica took this run over while this one did not answer; letting it go");
+                    live.hand_off();
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, runs = ids.len(), "cannot renew this replica's hold on its runs")
+        }
+    }
 }
 
 /// Deletes runs past their retention, hourly (apart from the touches, so a

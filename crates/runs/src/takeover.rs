@@ -1,6 +1,6 @@
 //! Taking over the runs of a replica that died (docs/runs.md, "Takeover").
 //! Each replica holds its runs under a lease it renews every third of
-//! [`crate::RunsConfig::lease`]; every replica, on the same beat, claims
+//! [`crate::RunsConfig::lease`]; every replica, once a second, claims
 //! running runs whose lease ran out (one UPDATE that only one replica can
 //! win per run) and continues each from its recorded events: the agent
 //! rebuilds the conversation from the run's checkpoints and results, and
