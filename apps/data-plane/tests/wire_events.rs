@@ -320,6 +320,7 @@ fn runs() -> Vec<(&'static str, Vec<RunEvent>)> {
                     1028,
                     Event::Resumed(data_plane_runs::Resumed {
                         step: 2,
+                        asked_before: true,
                         after: 1,
                         rerun: vec![],
                         interrupted: vec![],

@@ -328,28 +328,37 @@ impl Agent {
     pub fn resume_plan(&self, resume: &Resume, ctx: &ToolContext) -> ResumePlan {
         let planned = resume.planned();
         let last = planned.last();
-        let (step, asked_before) = match (resume.asking(), last) {
-            (Some((step, _)), _) => (step, true),
-            (None, Some(last)) => (last.step + 1, false),
-            (None, None) => (1, false),
+        let (step, asked_before, asked_again) = match (resume.asking(), last) {
+            (Some((step, again)), _) => (step, true, again),
+            (None, Some(last)) => (last.step + 1, false, last.asked_again),
+            (None, None) => (1, false, false),
         };
         let mut plan = ResumePlan {
             step,
             asked_before,
+            asked_again,
             ..ResumePlan::default()
         };
         // Only the last planned step can have calls without results: the
         // next step is asked once all of them returned.
-        for call in last.map(|s| s.calls.as_slice()).unwrap_or_default() {
-            if resume.results.contains_key(&call.id) || !resume.started.contains(&call.id) {
+        let Some(last) = last else {
+            return plan;
+        };
+        let began = resume.began(last.step);
+        for call in &last.calls {
+            let started = resume.started.contains(&call.id) || began.contains(call.id.as_str());
+            if resume.results.contains_key(&call.id) || !started {
                 continue;
             }
-            let idempotent = call.arguments.as_ref().is_some_and(|args| {
-                self.registry
-                    .call_annotations(&call.name, args, ctx)
-                    .is_some_and(|a| a.idempotent)
-            });
-            if idempotent || resume.not_run.contains(&call.id) {
+            // A call with unreadable arguments or no such tool never
+            // reached one.
+            let annotations = call
+                .arguments
+                .as_ref()
+                .and_then(|args| self.registry.call_annotations(&call.name, args, ctx));
+            let again =
+                annotations.is_none_or(|a| a.idempotent) || resume.not_run.contains(&call.id);
+            if again {
                 plan.rerun.push(call.id.clone());
             } else {
                 plan.interrupted.push(call.id.clone());
@@ -421,7 +430,7 @@ impl Agent {
                 .await?;
             used_ids = at.used_ids;
             usage = at.usage;
-            asked_again_after_empty = at.asked_again;
+            asked_again_after_empty = resume_plan.asked_again;
             step = resume_plan.step - 1;
         }
         loop {
@@ -495,7 +504,9 @@ impl Agent {
             if !sink.checkpoint(&planned).await {
                 return Err(AgentError::Cancelled);
             }
-            let mut results = self.execute_all(&calls, ctx, sink, &HashSet::new()).await?;
+            let mut results = self
+                .execute_all(step, &calls, ctx, sink, &HashSet::new())
+                .await?;
             number_passages(progress, &mut results);
             let answer = Answer {
                 text,
@@ -528,7 +539,6 @@ impl Agent {
             let calls: Vec<PlannedCall> = step.calls.iter().map(PlannedCall::from).collect();
             at.used_ids.extend(calls.iter().map(|c| c.id.clone()));
             at.usage = step.usage;
-            at.asked_again = step.asked_again;
             if let Some(citations) = lock(progress).citations.as_mut() {
                 // Citations made by this step's text were reported then.
                 let _ = citations.scan(&step.text);
@@ -536,11 +546,13 @@ impl Agent {
             }
             // The calls to run now: in the last step, those never started
             // and those the plan runs again.
+            let began = resume.began(step.step);
             let to_run: Vec<PlannedCall> = calls
                 .iter()
                 .filter(|c| {
+                    let started = resume.started.contains(&c.id) || began.contains(c.id.as_str());
                     last && !resume.results.contains_key(&c.id)
-                        && (!resume.started.contains(&c.id) || resume_plan.rerun.contains(&c.id))
+                        && (!started || resume_plan.rerun.contains(&c.id))
                 })
                 .cloned()
                 .collect();
@@ -551,7 +563,9 @@ impl Agent {
                     .filter(|c| resume.started.contains(&c.id))
                     .map(|c| c.id.clone())
                     .collect();
-                let results = self.execute_all(&to_run, ctx, sink, &announced).await?;
+                let results = self
+                    .execute_all(step.step, &to_run, ctx, sink, &announced)
+                    .await?;
                 ran = to_run.iter().map(|c| c.id.clone()).zip(results).collect();
             }
             let mut results = Vec::with_capacity(calls.len());
@@ -811,6 +825,7 @@ impl Agent {
     /// began the run: their `tool_call` is not reported twice.
     async fn execute_all(
         &self,
+        step: u32,
         calls: &[PlannedCall],
         ctx: &ToolContext,
         sink: &dyn EventSink,
@@ -831,6 +846,14 @@ impl Agent {
                 while end < calls.len() && read_only(&calls[end]) {
                     end += 1;
                 }
+            }
+            // Written before any of them can have an effect.
+            let running = Checkpoint::Running {
+                step,
+                calls: calls[start..end].iter().map(|c| c.id.clone()).collect(),
+            };
+            if !sink.checkpoint(&running).await {
+                return Err(AgentError::Cancelled);
             }
             let (callbacks, reports) = ChannelCallbacks::<Report>::channel();
             let batch = futures::future::join_all(
@@ -1036,7 +1059,6 @@ struct Answer {
 struct Replayed {
     used_ids: HashSet<String>,
     usage: Usage,
-    asked_again: bool,
 }
 
 /// The step's answer and its calls' results into the conversation, in the

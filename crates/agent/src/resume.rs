@@ -28,6 +28,9 @@ pub enum Checkpoint {
     },
     /// Step `step` answered with calls, which run next.
     Planned(PlannedStep),
+    /// These calls of step `step` start now (written before any of them
+    /// can have an effect): a call not named in one never started.
+    Running { step: u32, calls: Vec<String> },
 }
 
 /// A step whose answer called tools: what the model wrote and called, as
@@ -120,6 +123,8 @@ pub struct ResumePlan {
     /// Whether the model had been asked for that step already (its partial
     /// answer was recorded and is dropped).
     pub asked_before: bool,
+    /// That step was itself the one more request after an empty answer.
+    pub asked_again: bool,
     /// Calls that had begun and run again (idempotent, or never reached
     /// their tool): what a reader holds of them besides their start is
     /// dropped; their events follow.
@@ -155,9 +160,24 @@ impl Resume {
                         asking = None;
                     }
                 }
+                Checkpoint::Running { .. } => {}
             }
         }
         asking
+    }
+
+    /// Calls of step `step` that started (a `Running` checkpoint names
+    /// them), whether or not their start event was recorded.
+    pub(crate) fn began(&self, step: u32) -> HashSet<&str> {
+        self.checkpoints
+            .iter()
+            .filter_map(|c| match c {
+                Checkpoint::Running { step: s, calls } if *s == step => Some(calls),
+                _ => None,
+            })
+            .flatten()
+            .map(String::as_str)
+            .collect()
     }
 }
 

@@ -56,7 +56,13 @@ impl Drop for Waiting {
         self.run.settling.send_modify(|n| *n += 1);
         runtime.spawn(async move {
             let reason = store::STOPPED_BEFORE_ANSWER;
-            match store::expire(&approver.inner.db, approver.run.id, &call_id, reason).await {
+            match store::expire(
+                &approver.inner.db,
+                approver.inner.replica,
+                approver.run.id,
+                &call_id,
+                reason,
+            ).await {
                 Ok(Some((row, true))) => {
                     approver.settled(&row).await;
                 }
@@ -84,23 +90,26 @@ impl Approver for RunApprover {
         let run = &self.run;
         let db = &self.inner.db;
         let remembered_as = (tool.to_string(), why.to_string());
-        if lock(&run.remembered).contains(&remembered_as) {
-            return Approval::Approved;
-        }
-        match store::remembered(db, run.user_id, run.conversation_id, tool, why).await {
-            Ok(true) => {
-                lock(&run.remembered).insert(remembered_as);
-                return Approval::Approved;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(run_id = %run.id, tool, error = %e, "cannot look up remembered approvals")
-            }
-        }
         let call_id = ctx
             .call_id
             .clone()
             .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+        // Asked already by the replica this run was taken over from: the
+        // readers have the request, and get the answer from here.
+        let announced = lock(&run.announced).remove(&call_id);
+        if !announced && lock(&run.remembered).contains(&remembered_as) {
+            return Approval::Approved;
+        }
+        match store::remembered(db, run.user_id, run.conversation_id, tool, why).await {
+            Ok(true) if !announced => {
+                lock(&run.remembered).insert(remembered_as);
+                return Approval::Approved;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(run_id = %run.id, tool, error = %e, "cannot look up remembered approvals")
+            }
+        }
         let timeout = self.inner.config.approval_timeout;
         let expires_at = chrono::Utc::now()
             + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::minutes(10));
@@ -124,9 +133,6 @@ impl Approver for RunApprover {
                 };
             }
         };
-        // Asked already by the replica this run was taken over from: the
-        // readers have the request; they get the answer when it comes.
-        let announced = lock(&run.announced).remove(&call_id);
         // A call of this run whose approval was settled already (its id
         // asked about again, or answered while no replica ran the run):
         // the same answer, without asking again.
@@ -163,7 +169,7 @@ impl Approver for RunApprover {
         let left = (row.expires_at - chrono::Utc::now())
             .to_std()
             .unwrap_or_default();
-        let deadline = tokio::time::Instant::now() + left;
+        let mut deadline = tokio::time::Instant::now() + left;
         let mut row = row;
         loop {
             if row.status != ApprovalStatus::Pending {
@@ -173,8 +179,16 @@ impl Approver for RunApprover {
                 () = waiter.notified() => {}
                 () = tokio::time::sleep_until(deadline) => {
                     let reason = format!("nobody answered within {} s", timeout.as_secs());
-                    match store::expire(db, run.id, &call_id, &reason).await {
-                        Ok(Some((settled, _))) => { row = settled; continue; }
+                    match store::expire(db, self.inner.replica, run.id, &call_id, &reason).await {
+                        Ok(Some((settled, expired))) => {
+                            if !expired && settled.status == ApprovalStatus::Pending {
+                                // Another replica holds the run now: this
+                                // one lets it go at its next renewal.
+                                deadline = tokio::time::Instant::now() + POLL;
+                            }
+                            row = settled;
+                            continue;
+                        }
                         Ok(None) => {}
                         Err(e) => tracing::warn!(run_id = %run.id, error = %e, "cannot expire an approval"),
                     }

@@ -38,6 +38,10 @@ pub struct Resumed {
     /// The step whose model request is made again (or for the first time):
     /// the text and call fragments sent of it before are dropped.
     pub step: u32,
+    /// The model had been asked for that step already: what it had sent of
+    /// its answer (text, call fragments) is among what is dropped.
+    #[serde(default)]
+    pub asked_before: bool,
     /// Events numbered after this one and before the `resumed` event did
     /// not happen: a reader drops what it holds of them.
     pub after: i64,
@@ -260,6 +264,7 @@ mod tests {
             AgentEvent::TextDelta { text: "a".into() }.into(),
             Event::Resumed(Resumed {
                 step: 2,
+                asked_before: true,
                 after: 17,
                 rerun: vec!["c".into()],
                 interrupted: vec!["d".into()],

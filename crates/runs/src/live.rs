@@ -84,6 +84,9 @@ pub(crate) struct LiveRun {
     /// this run was taken over from) and whose answer they have not: asked
     /// again, such a call waits without a second request.
     pub announced: Mutex<HashSet<String>>,
+    /// Checkpoints handed to the recorder, and how many it has written.
+    checkpoints: AtomicU64,
+    checkpointed: watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -151,6 +154,8 @@ impl LiveRun {
             settling: watch::channel(0).0,
             handed_off: std::sync::atomic::AtomicBool::new(false),
             announced: Mutex::new(HashSet::new()),
+            checkpoints: AtomicU64::new(0),
+            checkpointed: watch::channel(0).0,
         })
     }
 
@@ -187,26 +192,46 @@ impl LiveRun {
     }
 
     /// Records where the agent stands, after the events sent so far (in
-    /// their order: the recorder writes both in one transaction). `false`
-    /// when the run may send no more.
+    /// their order: the recorder writes both in one transaction), and
+    /// answers once it is written, with the events before it: what the
+    /// agent does next may have effects, and a replica that takes the run
+    /// over must know it may have. `false` when the run may send no more.
     pub async fn checkpoint(self: &Arc<Self>, inner: &Inner, at: &Checkpoint) -> bool {
-        let _order = self.emitting.lock().await;
-        let after = {
-            let log = lock(&self.log);
-            if log.closed || self.handed_off() {
-                return false;
+        let n = {
+            let _order = self.emitting.lock().await;
+            let after = {
+                let log = lock(&self.log);
+                if log.closed || self.handed_off() {
+                    return false;
+                }
+                log.next - 1
+            };
+            let n = self.checkpoints.fetch_add(1, Ordering::SeqCst) + 1;
+            let data = crate::event::to_json(at);
+            let item = Item {
+                run: self.clone(),
+                what: What::Checkpoint { after, data, n },
+            };
+            if inner.recorder.send(item).await.is_err() {
+                tracing::error!(run_id = %self.id, "the run recorder is gone; checkpoints are no longer recorded");
+                return true;
             }
-            log.next - 1
+            n
         };
-        let data = crate::event::to_json(at);
-        let item = Item {
-            run: self.clone(),
-            what: What::Checkpoint { after, data },
-        };
-        if inner.recorder.send(item).await.is_err() {
-            tracing::error!(run_id = %self.id, "the run recorder is gone; checkpoints are no longer recorded");
-        }
-        true
+        let mut written = self.checkpointed.subscribe();
+        let _ = written.wait_for(|w| *w >= n).await;
+        !self.handed_off()
+    }
+
+    /// The recorder wrote the run's checkpoints up to the `n`th.
+    pub fn mark_checkpointed(&self, n: u64) {
+        self.checkpointed.send_if_modified(|w| {
+            let newer = n > *w;
+            if newer {
+                *w = n;
+            }
+            newer
+        });
     }
 
     /// Shows readers here the last event.
@@ -556,7 +581,7 @@ pub(crate) async fn finish(
     // Calls still waiting for an answer will get none: say so first.
     let mut settling = run.settling.subscribe();
     let _ = tokio::time::timeout(Duration::from_secs(5), settling.wait_for(|n| *n == 0)).await;
-    match store::settle_pending(&inner.db, run.id).await {
+    match store::settle_pending(&inner.db, inner.replica, run.id).await {
         Ok(rows) => {
             let approver = RunApprover::new(inner.clone(), run.clone());
             for row in rows {
@@ -581,15 +606,22 @@ pub(crate) async fn finish(
     let in_time = tokio::time::timeout(LAST_EVENT_WAIT, recorded.wait_for(|r| *r >= last))
         .await
         .is_ok_and(|r| r.is_ok());
-    if !in_time {
-        // The recorder still has it and records the end with it when the
-        // database lets it; readers elsewhere wait for that, readers here
-        // need not.
-        tracing::warn!(run_id = %run.id, "the run's last event is not recorded yet; sending it to readers here anyway");
-    }
     run.publish_last(last);
     run.ended.send_replace(Some(status));
-    lock(&inner.live).remove(&run.id);
+    if in_time {
+        lock(&inner.live).remove(&run.id);
+        return;
+    }
+    // The recorder still has it and records the end with it when the
+    // database lets it; readers elsewhere wait for that, readers here need
+    // not. The run stays this replica's (its lease renewed) until then, so
+    // that no other replica takes over a run that has ended.
+    tracing::warn!(run_id = %run.id, "the run's last event is not recorded yet; sending it to readers here anyway");
+    let (inner, run) = (inner.clone(), run.clone());
+    tokio::spawn(async move {
+        let _ = recorded.wait_for(|r| *r >= last).await;
+        lock(&inner.live).remove(&run.id);
+    });
 }
 
 /// Forgets a run this replica no longer runs: readers here go on from the

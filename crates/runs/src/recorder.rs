@@ -36,8 +36,9 @@ pub(crate) enum What {
         /// The run's last event: how the run ended, recorded with it.
         ends: Option<RunStatus>,
     },
-    /// Where the agent stands, after the run's event `after` (JSON).
-    Checkpoint { after: i64, data: String },
+    /// Where the agent stands, after the run's event `after` (JSON); the
+    /// run's `n`th checkpoint.
+    Checkpoint { after: i64, data: String, n: u64 },
 }
 
 /// Records for `owner` (this replica): events of a run another replica
@@ -56,33 +57,51 @@ pub(crate) async fn run(db: Db, owner: Uuid, mut rx: mpsc::Receiver<Item>) {
                     data: to_json(&*event.event),
                     ends: *ends,
                 }),
-                What::Checkpoint { after, data } => checkpoints.push(NewCheckpoint {
+                What::Checkpoint { after, data, .. } => checkpoints.push(NewCheckpoint {
                     run_id: item.run.id,
                     after_seq: *after,
                     data: data.clone(),
                 }),
             }
         }
-        if let Err(e) = write(&db, owner, &rows, &checkpoints).await {
-            tracing::warn!(error = %e, events = rows.len(), "the database refused a batch of run events; recording them one by one");
-            for row in &rows {
-                one(&db, owner, row).await;
-            }
-            if let Err(e) = write(&db, owner, &[], &checkpoints).await {
-                tracing::warn!(error = %e, "run checkpoints could not be recorded; a takeover of these runs goes on from an earlier step");
+        let mut refused: Vec<Uuid> = Vec::new();
+        match write(&db, owner, &rows, &checkpoints).await {
+            Ok(taken) => refused = taken,
+            Err(e) => {
+                tracing::warn!(error = %e, events = rows.len(), "the database refused a batch of run events; recording them one by one");
+                for row in &rows {
+                    refused.extend(one(&db, owner, row).await);
+                }
+                match write(&db, owner, &[], &checkpoints).await {
+                    Ok(taken) => refused.extend(taken),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "run checkpoints could not be recorded; a takeover of these runs goes on from an earlier step")
+                    }
+                }
             }
         }
-        let mut highest: HashMap<Uuid, (Arc<LiveRun>, i64)> = HashMap::new();
+        let mut highest: HashMap<Uuid, (Arc<LiveRun>, i64, u64)> = HashMap::new();
         for item in batch.drain(..) {
-            if let What::Event { event, .. } = &item.what {
-                let entry = highest
-                    .entry(item.run.id)
-                    .or_insert_with(|| (item.run.clone(), 0));
-                entry.1 = entry.1.max(event.seq);
+            let entry = highest
+                .entry(item.run.id)
+                .or_insert_with(|| (item.run.clone(), 0, 0));
+            match &item.what {
+                What::Event { event, .. } => entry.1 = entry.1.max(event.seq),
+                What::Checkpoint { n, .. } => entry.2 = entry.2.max(*n),
             }
         }
-        for (run, seq) in highest.into_values() {
-            run.mark_recorded(seq);
+        for (id, (run, seq, checkpoint)) in highest {
+            if refused.contains(&id) {
+                // Another replica holds it: nothing of it was written, and
+                // this replica lets it go.
+                if !run.handed_off() {
+                    tracing::warn!(run_id = %id, "another replica took this run over; letting it go");
+                }
+                run.hand_off();
+            } else if seq > 0 {
+                run.mark_recorded(seq);
+            }
+            run.mark_checkpointed(checkpoint);
         }
     }
 }
@@ -94,11 +113,11 @@ async fn write(
     owner: Uuid,
     rows: &[NewEvent],
     checkpoints: &[NewCheckpoint],
-) -> Result<(), StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     let mut pause = Duration::from_millis(50);
     loop {
         match store::append(db, owner, rows, checkpoints).await {
-            Ok(()) => return Ok(()),
+            Ok(refused) => return Ok(refused),
             Err(e) if e.is_transient() => {
                 tracing::warn!(error = %e, events = rows.len(), "cannot record run events; retrying");
                 tokio::time::sleep(pause).await;
@@ -111,9 +130,10 @@ async fn write(
 
 /// Writes one event, or in its place a placeholder saying it could not be
 /// recorded; nothing when even that is refused (the run is gone).
-async fn one(db: &Db, owner: Uuid, row: &NewEvent) {
-    let Err(e) = write(db, owner, std::slice::from_ref(row), &[]).await else {
-        return;
+async fn one(db: &Db, owner: Uuid, row: &NewEvent) -> Vec<Uuid> {
+    let e = match write(db, owner, std::slice::from_ref(row), &[]).await {
+        Ok(refused) => return refused,
+        Err(e) => e,
     };
     tracing::warn!(run_id = %row.run_id, seq = row.seq, kind = %row.kind, error = %e, "a run event could not be recorded; a placeholder keeps its place");
     let placeholder = NewEvent {
@@ -127,7 +147,11 @@ async fn one(db: &Db, owner: Uuid, row: &NewEvent) {
         .to_string(),
         ends: row.ends,
     };
-    if let Err(e) = write(db, owner, std::slice::from_ref(&placeholder), &[]).await {
-        tracing::warn!(run_id = %row.run_id, seq = row.seq, error = %e, "not even a placeholder could be recorded; the run is probably gone");
+    match write(db, owner, std::slice::from_ref(&placeholder), &[]).await {
+        Ok(refused) => refused,
+        Err(e) => {
+            tracing::warn!(run_id = %row.run_id, seq = row.seq, error = %e, "not even a placeholder could be recorded; the run is probably gone");
+            Vec::new()
+        }
     }
 }

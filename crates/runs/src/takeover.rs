@@ -27,6 +27,10 @@ const CLAIM_AT_ONCE: i64 = 16;
 /// ([`crate::Runs::begin`]'s `saved`).
 #[async_trait]
 pub trait Resumer: Send + Sync {
+    /// Whether this server can continue chat turns at all (it has a
+    /// model): one that cannot leaves them to a replica that can.
+    fn can_continue(&self) -> bool;
+
     /// The agent, request and context to continue `row` with, or why it
     /// cannot be continued here (the run is then lost).
     async fn chat(&self, row: &RunRow, saved: &serde_json::Value) -> Result<ResumedTurn, String>;
@@ -41,8 +45,14 @@ pub struct ResumedTurn {
     pub hold: Box<dyn Send + Sync>,
 }
 
-/// Claims the runs whose lease ran out and continues each.
+/// Claims the runs whose lease ran out and continues each, in a task of
+/// its own (the replica's renewals do not wait for it). A replica that
+/// cannot continue chat turns (no model, or not serving yet) claims
+/// nothing: a run nobody can take over is found lost by its readers.
 pub(crate) async fn claim(inner: &Arc<Inner>) {
+    if !inner.resumer.get().is_some_and(|r| r.can_continue()) {
+        return;
+    }
     let claimed =
         match store::claim(&inner.db, inner.replica, inner.config.lease, CLAIM_AT_ONCE).await {
             Ok(claimed) => claimed,
@@ -52,14 +62,17 @@ pub(crate) async fn claim(inner: &Arc<Inner>) {
             }
         };
     for run in claimed {
-        let run_id = run.row.id;
-        tracing::warn!(%run_id, takeovers = run.takeovers, "taking over a run whose server stopped answering");
-        if let Err(reason) = adopt(inner, run).await {
-            tracing::warn!(%run_id, %reason, "the run cannot be continued here; it is lost");
-            if let Err(e) = store::end_lost(&inner.db, run_id, inner.replica).await {
-                tracing::warn!(%run_id, error = %e, "cannot mark the run lost");
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            let run_id = run.row.id;
+            tracing::warn!(%run_id, takeovers = run.takeovers, "taking over a run whose server stopped answering");
+            if let Err(reason) = adopt(&inner, run).await {
+                tracing::warn!(%run_id, %reason, "the run cannot be continued here; it is lost");
+                if let Err(e) = store::end_lost(&inner.db, run_id, inner.replica).await {
+                    tracing::warn!(%run_id, error = %e, "cannot mark the run lost");
+                }
             }
-        }
+        });
     }
 }
 
@@ -148,6 +161,7 @@ async fn adopt(inner: &Arc<Inner>, claimed: Claimed) -> Result<(), String> {
     lock(&inner.live).insert(row.id, live.clone());
     let resumed = Resumed {
         step: plan.step,
+        asked_before: plan.asked_before,
         after,
         rerun: plan.rerun.clone(),
         interrupted: plan.interrupted.clone(),
@@ -278,6 +292,7 @@ mod tests {
                 1029,
                 Event::Resumed(Resumed {
                     step: 1,
+                    asked_before: true,
                     after: 3,
                     rerun: vec![],
                     interrupted: vec![],

@@ -108,7 +108,8 @@ pub struct Claimed {
 /// Claims up to `limit` running runs of other owners whose lease ran out
 /// (their owner renewed nothing for `lease`, by the database's clock) for
 /// `owner` (its own it renews; one it could not renew for a while is still
-/// its own to run). Each
+/// its own to run; a run of a replica from before leases, with no owner,
+/// is left to be found lost). Each
 /// run goes to one replica only: the rows are locked and skipped by any
 /// other replica claiming at the same moment. The last recorded event is
 /// read after the claim, so events the old owner wrote until then count.
@@ -124,7 +125,7 @@ pub async fn claim(
          WHERE id IN (
              SELECT id FROM runs
              WHERE status = 'running' AND alive_at < now() - make_interval(secs => $2)
-               AND owner IS DISTINCT FROM $1
+               AND owner IS NOT NULL AND owner <> $1
              ORDER BY alive_at LIMIT $3
              FOR UPDATE SKIP LOCKED)
          RETURNING id, request, takeovers",
@@ -191,21 +192,37 @@ pub struct CheckpointRow {
 /// Records events and checkpoints of any runs `owner` holds in one
 /// transaction and announces, per run, the highest number now recorded.
 /// Events already recorded (a retried batch) are skipped, and so is
-/// everything of a run another replica took over.
+/// everything of a run another replica took over: those runs are answered.
+/// The rows of the runs written are locked (`FOR SHARE`) until the
+/// transaction ends, so a claim ([`claim`] skips locked rows) never lands
+/// between this check and these writes.
 pub async fn append(
     db: &Db,
     owner: Uuid,
     events: &[NewEvent],
     checkpoints: &[NewCheckpoint],
-) -> Result<(), StoreError> {
+) -> Result<Vec<Uuid>, StoreError> {
     if events.is_empty() && checkpoints.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let runs: Vec<Uuid> = events.iter().map(|e| e.run_id).collect();
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
     let mut tx = db.begin(Scope::System).await?;
+    let mut named: Vec<Uuid> = runs.clone();
+    named.extend(checkpoints.iter().map(|c| c.run_id));
+    named.sort_unstable();
+    named.dedup();
+    let held: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM runs WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2
+         ORDER BY id FOR SHARE",
+    )
+    .bind(&named)
+    .bind(owner)
+    .fetch_all(&mut *tx)
+    .await?;
+    let refused: Vec<Uuid> = named.into_iter().filter(|id| !held.contains(id)).collect();
     // Only the runs `owner` still holds: a replica whose run was taken
     // over (it stalled past its lease) writes nothing more into it.
     sqlx::query(
@@ -269,7 +286,7 @@ pub async fn append(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(refused)
 }
 
 /// Marks the run lost when it is still running and its replica has not
@@ -631,19 +648,25 @@ pub async fn answer(
 /// and whether this call settled it.
 pub async fn expire(
     db: &Db,
+    owner: Uuid,
     run_id: Uuid,
     call_id: &str,
     reason: &str,
 ) -> Result<Option<(ApprovalRow, bool)>, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
+    // Only by the replica that holds the run: one whose run was taken over
+    // leaves its approvals to the new owner.
     let settled: Option<ApprovalRow> = sqlx::query_as(&format!(
         "UPDATE run_approvals SET status = 'expired', reason = $3, answered_at = now()
          WHERE run_id = $1 AND call_id = $2 AND status = 'pending'
+           AND EXISTS (SELECT 1 FROM runs WHERE runs.id = $1
+                       AND runs.owner IS NOT DISTINCT FROM $4)
          RETURNING {APPROVAL_COLUMNS}"
     ))
     .bind(run_id)
     .bind(call_id)
     .bind(reason)
+    .bind(owner)
     .fetch_optional(&mut *tx)
     .await?;
     let row = match settled {
@@ -687,15 +710,22 @@ pub const STOPPED_BEFORE_ANSWER: &str = "the call was stopped before an answer";
 
 /// Settles what a run that ended still waited for as expired; the rows it
 /// settled.
-pub async fn settle_pending(db: &Db, run_id: Uuid) -> Result<Vec<ApprovalRow>, StoreError> {
+pub async fn settle_pending(
+    db: &Db,
+    owner: Uuid,
+    run_id: Uuid,
+) -> Result<Vec<ApprovalRow>, StoreError> {
     let mut tx = db.begin(Scope::System).await?;
     let rows = sqlx::query_as(&format!(
         "UPDATE run_approvals SET status = 'expired', reason = $2, answered_at = now()
          WHERE run_id = $1 AND status = 'pending'
+           AND EXISTS (SELECT 1 FROM runs WHERE runs.id = $1
+                       AND runs.owner IS NOT DISTINCT FROM $3)
          RETURNING {APPROVAL_COLUMNS}"
     ))
     .bind(run_id)
     .bind(STOPPED_BEFORE_ANSWER)
+    .bind(owner)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -12,7 +12,6 @@ use data_plane_agent::prompt::{PromptFacts, SpaceFacts};
 use data_plane_agent::{ChatRequest, Message};
 use data_plane_registry::{ToolContext, ToolMode};
 use data_plane_runs::{ResumedTurn, Resumer, RunRow};
-use data_plane_store::identity::Permission;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -104,7 +103,6 @@ pub async fn chat(
     let ctx = turn_context(&state, &caller, &headers, body.space_id, &options).await?;
     let saved = serde_json::to_value(SavedTurn {
         messages: messages.clone(),
-        permission: caller.permission,
         service: caller.service.clone(),
         request_id: ctx.request_id.clone(),
         today: chrono::Utc::now().date_naive(),
@@ -245,11 +243,11 @@ impl ChatOptions {
 }
 
 /// What a turn saves with its run: enough for another replica to ask the
-/// same of the agent, as the same caller (docs/runs.md, "Takeover").
+/// same of the agent, as the same caller (docs/runs.md, "Takeover"). The
+/// caller's permission is not kept: it is read afresh.
 #[derive(Serialize)]
 struct SavedTurn<'a> {
     messages: Vec<Message>,
-    permission: Permission,
     service: Option<String>,
     request_id: String,
     /// The date the system prompt gave, kept across midnight.
@@ -261,7 +259,6 @@ struct SavedTurn<'a> {
 #[derive(Deserialize)]
 struct Saved {
     messages: Vec<Message>,
-    permission: Permission,
     service: Option<String>,
     request_id: String,
     today: chrono::NaiveDate,
@@ -275,6 +272,10 @@ pub struct ChatResumer(pub AppState);
 
 #[async_trait::async_trait]
 impl Resumer for ChatResumer {
+    fn can_continue(&self) -> bool {
+        self.0.agent.is_some()
+    }
+
     async fn chat(&self, row: &RunRow, saved: &serde_json::Value) -> Result<ResumedTurn, String> {
         let state = &self.0;
         let agent = state
@@ -283,9 +284,17 @@ impl Resumer for ChatResumer {
             .ok_or("no language model is configured on this server")?;
         let saved: Saved = serde_json::from_value(saved.clone())
             .map_err(|e| format!("what the run saved cannot be read: {e}"))?;
+        // The permission the database holds now, as every request uses:
+        // a person demoted since the turn began continues as they are now.
+        let identity = state
+            .identities
+            .get(row.user_id)
+            .await
+            .map_err(|e| format!("the run's user cannot be read: {e}"))?
+            .ok_or("the run's user no longer exists")?;
         let caller = Caller {
             user_id: row.user_id,
-            permission: saved.permission,
+            permission: identity.permission,
             service: saved.service,
         };
         let refused = |e: ApiError| e.message().to_string();

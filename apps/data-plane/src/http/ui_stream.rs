@@ -270,10 +270,12 @@ impl Translator {
     /// (the SDK's `resumeStream`) gets a replay without what was cut.
     fn resumed(&mut self, resumed: &Resumed, out: &mut Vec<Value>) {
         self.close_text(out);
+        // Only a step asked again was cut while its calls streamed; calls
+        // of a step whose calls were running still run.
         let streaming = self
             .inputs_started
             .iter()
-            .filter(|(c, _)| !self.inputs_available.contains(*c));
+            .filter(|(c, _)| resumed.asked_before && !self.inputs_available.contains(*c));
         for (call_id, name) in streaming {
             out.push(json!({
                 "type": "tool-input-error", "toolCallId": call_id, "toolName": name,
@@ -285,7 +287,7 @@ impl Translator {
         out.push(json!({
             "type": "data-resumed", "transient": true,
             "data": {
-                "step": resumed.step, "after": resumed.after,
+                "step": resumed.step, "askedBefore": resumed.asked_before, "after": resumed.after,
                 "rerun": resumed.rerun, "interrupted": resumed.interrupted,
             },
         }));
