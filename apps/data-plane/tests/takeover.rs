@@ -111,15 +111,15 @@ fn assert_increasing(events: &[Seen]) {
     }
 }
 
-async fn user(test: &TestDatabase, email: &str) -> (Uuid, String) {
+async fn user(test: &TestDatabase, email: &str, permission: Permission) -> (Uuid, String) {
     let mut tx = test.db.begin(Scope::System).await.unwrap();
-    let id = identity::upsert_user(&mut tx, email, Some(Permission::User))
+    let id = identity::upsert_user(&mut tx, email, Some(permission))
         .await
         .unwrap()
         .id;
     tx.commit().await.unwrap();
     let token = common::jwt()
-        .issue(id, email, Permission::User, Duration::from_secs(600))
+        .issue(id, email, permission, Duration::from_secs(600))
         .unwrap();
     (id, token)
 }
@@ -193,7 +193,7 @@ fn document_info(doc: Uuid) -> Reply {
 #[tokio::test]
 async fn a_run_cut_off_mid_answer_by_sigkill_is_finished_by_another_replica() {
     let test = TestDatabase::create().await;
-    let (alice, token) = user(&test, "alice@example.com").await;
+    let (alice, token) = user(&test, "alice@example.com", Permission::User).await;
     let (space, doc) = common::space_with_guide(&test.db, "alpha", &[alice]).await;
     let model = FakeModel::start().await;
     // Step 1 calls a tool; step 2 is cut off after a few words.
@@ -284,7 +284,7 @@ async fn a_run_cut_off_mid_answer_by_sigkill_is_finished_by_another_replica() {
 #[tokio::test]
 async fn an_approval_waiting_when_its_replica_died_is_answered_on_the_one_that_took_over() {
     let test = TestDatabase::create().await;
-    let (alice, token) = user(&test, "bob@example.com").await;
+    let (alice, token) = user(&test, "bob@example.com", Permission::User).await;
     let (space, doc) = common::space_with_guide(&test.db, "beta", &[alice]).await;
     let model = FakeModel::start().await;
     model.push(document_info(doc));
@@ -293,22 +293,7 @@ async fn an_approval_waiting_when_its_replica_died_is_answered_on_the_one_that_t
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut first = replica(&test, dir_a.path(), &model).await;
     let second = replica(&test, dir_b.path(), &model).await;
-    let admin = {
-        let mut tx = test.db.begin(Scope::System).await.unwrap();
-        let id = identity::upsert_user(&mut tx, "root@example.com", Some(Permission::Admin))
-            .await
-            .unwrap()
-            .id;
-        tx.commit().await.unwrap();
-        common::jwt()
-            .issue(
-                id,
-                "root@example.com",
-                Permission::Admin,
-                Duration::from_secs(600),
-            )
-            .unwrap()
-    };
+    let (_, admin) = user(&test, "root@example.com", Permission::Admin).await;
     let r = reqwest::Client::new()
         .put(format!("{}/v1/admin/settings", first.base))
         .bearer_auth(&admin)

@@ -55,6 +55,14 @@ pub struct Resumed {
     pub interrupted: Vec<String>,
 }
 
+/// Whether the event numbered `seq` is one that a takeover dropped: each
+/// of `takeovers` is a `resumed` event's `after` and its own number.
+pub(crate) fn dropped(takeovers: &[(i64, i64)], seq: i64) -> bool {
+    takeovers
+        .iter()
+        .any(|&(after, resumed)| seq > after && seq < resumed)
+}
+
 /// How a run that did not fail ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Done {

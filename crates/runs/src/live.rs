@@ -225,13 +225,7 @@ impl LiveRun {
 
     /// The recorder wrote the run's checkpoints up to the `n`th.
     pub fn mark_checkpointed(&self, n: u64) {
-        self.checkpointed.send_if_modified(|w| {
-            let newer = n > *w;
-            if newer {
-                *w = n;
-            }
-            newer
-        });
+        raise(&self.checkpointed, n);
     }
 
     /// Shows readers here the last event.
@@ -248,10 +242,16 @@ impl LiveRun {
     ) -> Option<i64> {
         let last = ends.is_some();
         let _order = self.emitting.lock().await;
-        // Never further ahead of the table than a takeover skips.
-        let mut recorded = self.recorded.subscribe();
-        let next = lock(&self.log).next;
-        let _ = recorded.wait_for(|r| next - *r <= AHEAD).await;
+        // Never further ahead of the table than a takeover skips (waiting
+        // only when it would be).
+        let (next, ahead) = {
+            let log = lock(&self.log);
+            (log.next, log.next - log.recorded)
+        };
+        if ahead > AHEAD {
+            let mut recorded = self.recorded.subscribe();
+            let _ = recorded.wait_for(|r| next - *r <= AHEAD).await;
+        }
         let event = {
             let mut log = lock(&self.log);
             if log.closed || self.handed_off() {
@@ -304,13 +304,7 @@ impl LiveRun {
             log.recorded = log.recorded.max(seq);
             trim(&mut log);
         }
-        self.recorded.send_if_modified(|r| {
-            let newer = seq > *r;
-            if newer {
-                *r = seq;
-            }
-            newer
-        });
+        raise(&self.recorded, seq);
     }
 
     /// Events after `after`, as far as the ring holds them.
@@ -396,6 +390,18 @@ impl LiveRun {
             n.notify_one();
         }
     }
+}
+
+/// Raises a count that only grows to `n`, waking its waiters only when it
+/// did grow.
+fn raise<T: PartialOrd + Copy>(count: &watch::Sender<T>, n: T) {
+    count.send_if_modified(|at| {
+        let higher = n > *at;
+        if higher {
+            *at = n;
+        }
+        higher
+    });
 }
 
 fn trim(log: &mut Log) {

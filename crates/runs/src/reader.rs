@@ -229,10 +229,10 @@ impl Reader {
                 continue;
             }
             self.last = event.seq;
-            let dropped = self.void.as_ref().is_some_and(|void| {
-                void.iter()
-                    .any(|&(from, to)| event.seq > from && event.seq < to)
-            });
+            let dropped = self
+                .void
+                .as_ref()
+                .is_some_and(|void| crate::event::dropped(void, event.seq));
             if dropped {
                 continue;
             }

@@ -211,7 +211,7 @@ impl Read {
                 _ => None,
             })
             .collect();
-        let dropped = |seq: i64| void.iter().any(|&(from, to)| seq > from && seq < to);
+        let dropped = |seq: i64| crate::event::dropped(&void, seq);
         let mut checkpoints = checkpoints.into_iter().peekable();
         let mut take_checkpoints = |read: &mut Read, before: i64| {
             while let Some((after, checkpoint)) = checkpoints.next_if(|(after, _)| *after < before)
