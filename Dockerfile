@@ -22,10 +22,13 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # ---- runtime ----
 FROM debian:bookworm-slim
+# /var/lib/data-plane-shared: where replicas that share one JWT secret keep
+# it (docker-compose's replicas profile mounts a volume there).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home-dir /var/lib/data-plane --create-home data-plane
+    && useradd --system --uid 10001 --home-dir /var/lib/data-plane --create-home data-plane \
+    && install -d -o data-plane -m 0700 /var/lib/data-plane-shared
 COPY --from=builder /usr/local/bin/data-plane /usr/local/bin/data-plane
 # The model lives outside the data directory: that directory is a volume,
 # and a volume made by an older image would otherwise hide a newer model.

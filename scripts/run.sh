@@ -98,8 +98,8 @@ if [[ "$MODEL" == local ]]; then
     echo "run: chatting with $DATA_PLANE_MODEL at $OPENAI_BASE_URL (a very small model: expect short, often wrong answers)"
 fi
 # Served in the background so that this script can say when it answers:
-# "ready in" counts from the start of `make run` to the first answer of
-# /healthz. A signal to this shell reaches data-plane first; with a local
+# "ready in" counts from the start of `make run` to the first 200 of
+# /readyz (the keyword index has caught up). A signal to this shell reaches data-plane first; with a local
 # model, the model server stops when data-plane does (the EXIT trap).
 # The address is the environment's, else .env's (the binary reads .env
 # itself), else the default, and is passed on so that the address polled
@@ -125,7 +125,7 @@ server_pid=$!
 trap 'kill -TERM "$server_pid" 2>/dev/null || true' TERM INT
 ready=0
 for _ in $(seq 600); do
-    if answers "$url/healthz"; then
+    if answers "$url/readyz"; then
         elapsed=$(($(date +%s) - started))
         echo "ready in $((elapsed / 60))m $((elapsed % 60))s (the build ended ${build_s}s in): serving $url"
         ready=1
@@ -135,7 +135,7 @@ for _ in $(seq 600); do
     sleep 0.1
 done
 if ((!ready)) && kill -0 "$server_pid" 2>/dev/null; then
-    echo "run: $url has not answered /healthz after a minute; the server's log above says what it is doing" >&2
+    echo "run: $url is not ready (/readyz) after a minute; the server's log above says what it is doing" >&2
 fi
 rc=0
 wait "$server_pid" || rc=$?

@@ -66,6 +66,9 @@ PACKAGES=(
     build-essential dpkg-dev ca-certificates
     # `make lint` checks the scripts with it.
     shellcheck
+    # The balancer in front of three replicas in tests/balancer.rs and
+    # benches/replicas.sh (docker/haproxy.cfg); only its binary is used.
+    haproxy
 )
 
 # Bookworm has no pgvector; trixie's source package builds against 15. The

@@ -1,6 +1,9 @@
 //! The registry's ledger in PostgreSQL: rate limits counted atomically per
 //! user, tool and UTC day (so they hold across replicas), and audit records
-//! written in batches by a background task so a call never waits on them.
+//! written in batches by a background task. A call whose caller must not
+//! see its answer before its record is stored (`ToolContext::audit_first`)
+//! waits for its batch; batches then take what is queued when the last
+//! write ends, so waiting callers share their INSERTs.
 //! A record the database refuses on every retry goes to a spool on local
 //! disk and is replayed into PostgreSQL later, so none is ever dropped.
 
@@ -230,6 +233,10 @@ impl Ledger for PgLedger {
             .await
             .map_err(|_| LedgerError::Unavailable("the audit writer has stopped".into()))
     }
+
+    async fn written(&self) {
+        self.flush().await;
+    }
 }
 
 /// A tool's daily limit (`i64::MAX` for none) and cooldown in milliseconds
@@ -308,12 +315,16 @@ impl Writer {
             let Some(first) = first else { break };
             let mut next = Some(first);
             let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
+            // Someone waits for the batch: it takes only what is queued
+            // already, so callers that wait together are written together
+            // (one INSERT while the last one ran, whatever the load).
+            let mut flushing = false;
             loop {
                 match next.take() {
                     Some(Message::Record(r)) => batch.push(*r),
                     Some(Message::Flush(done)) => {
                         waiting.push(done);
-                        break;
+                        flushing = true;
                     }
                     Some(Message::Replay(done)) => {
                         self.replay().await;
@@ -327,6 +338,13 @@ impl Writer {
                 }
                 if batch.len() >= BATCH {
                     break;
+                }
+                if flushing {
+                    match rx.try_recv() {
+                        Ok(m) => next = Some(m),
+                        Err(_) => break,
+                    }
+                    continue;
                 }
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(m)) => next = Some(m),

@@ -43,6 +43,11 @@ use data_plane_store::{Db, Scope};
 use serde_json::json;
 use tokio::net::TcpListener;
 
+#[path = "shared/load.rs"]
+mod load;
+
+use load::{Figures, script, wrk};
+
 /// The pool size `data-plane serve` opens by default (DATA_PLANE_DB_POOL).
 const POOL: u32 = 32;
 
@@ -53,13 +58,6 @@ async fn trivial(State(state): State<AppState>, caller: Caller) -> String {
         .await
         .unwrap();
     caller.user_id.to_string()
-}
-
-struct Figures {
-    p50_ms: f64,
-    p99_ms: f64,
-    rps: f64,
-    requests: f64,
 }
 
 /// CPU time so far, in clock ticks: this process (the server and the
@@ -130,78 +128,6 @@ static TICK_HZ: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| {
         .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
         .unwrap_or(100.0)
 });
-
-/// Runs wrk against `url` and reads the figures its Lua `done` prints.
-fn wrk(url: &str, script: &std::path::Path, connections: u32, seconds: u64) -> Figures {
-    let threads = if connections < 2 { 1 } else { 2 };
-    let out = std::process::Command::new("wrk")
-        .args([
-            format!("-t{threads}"),
-            format!("-c{connections}"),
-            format!("-d{seconds}s"),
-            "-s".into(),
-            script.display().to_string(),
-            url.into(),
-        ])
-        .output()
-        .expect("wrk runs (benches/calls.sh installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .unwrap_or_else(|| panic!("wrk printed no result: {text}"));
-    let v: Vec<f64> = line
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
-    assert_eq!(v.len(), 5, "wrk printed {line}");
-    assert_eq!(v[3], 0.0, "{url}: {} requests failed or were not 200", v[3]);
-    Figures {
-        p50_ms: v[0],
-        p99_ms: v[1],
-        rps: v[2],
-        requests: v[4],
-    }
-}
-
-/// A wrk script sending `method` with the headers and body, and printing
-/// p50, p99, requests/s, failures (non-2xx included) and requests in one line.
-fn script(
-    dir: &std::path::Path,
-    name: &str,
-    method: &str,
-    token: Option<&str>,
-    body: Option<&str>,
-) -> std::path::PathBuf {
-    let mut lua = format!("wrk.method = '{method}'\n");
-    if let Some(token) = token {
-        lua.push_str(&format!(
-            "wrk.headers['Authorization'] = 'Bearer {token}'\n"
-        ));
-    }
-    if let Some(body) = body {
-        lua.push_str("wrk.headers['Content-Type'] = 'application/json'\n");
-        lua.push_str(&format!("wrk.body = [==[{body}]==]\n"));
-    }
-    lua.push_str(
-        r#"local failed = 0
-response = function(status, headers, body)
-  if status ~= 200 or string.find(body, '"success":false', 1, true) then failed = failed + 1 end
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %.3f %.3f %.1f %d %d\n",
-    latency:percentile(50) / 1000, latency:percentile(99) / 1000,
-    summary.requests / (summary.duration / 1e6),
-    e.connect + e.read + e.write + e.status + e.timeout + failed,
-    summary.requests))
-end
-"#,
-    );
-    let path = dir.join(format!("{name}.lua"));
-    std::fs::write(&path, lua).unwrap();
-    path
-}
 
 #[tokio::main]
 async fn main() {

@@ -211,15 +211,6 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let embedder = open_embedder(global, &db).await?;
     let index = open_index(global)?;
     let follower = Follower::new(db.clone(), index.clone());
-    let applied = follower
-        .catch_up()
-        .await
-        .context("catching the keyword index up")?;
-    tracing::info!(
-        applied,
-        seq = index.last_seq().unwrap_or(0),
-        "keyword index caught up"
-    );
 
     let jwt = JwtKeys::new(&config::jwt_secret(&global.data_dir)?);
     let services = ServiceTokens::parse(&global.service_tokens)
@@ -241,8 +232,25 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .with_runs(global.runs.runs_config()?)
         .with_allowed_origins(global.allowed_origins()?);
     // The follower announces what it applies to the subscriptions here.
+    // Until it has caught up with what was written while this replica was
+    // away, /readyz says `starting`, so a balancer sends nothing here.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower = follower.with_changes(state.document_changes.clone());
+    state.readiness.starting();
+    state.runs.pause_claims(true);
+    let readiness = state.readiness.clone();
+    let caught_up_runs = state.runs.clone();
+    let caught_up_index = state.index.clone();
+    let follower = follower
+        .with_changes(state.document_changes.clone())
+        .on_caught_up(move |applied| {
+            readiness.index_caught_up();
+            caught_up_runs.pause_claims(false);
+            tracing::info!(
+                applied,
+                seq = caught_up_index.last_seq().unwrap_or(0),
+                "keyword index caught up"
+            );
+        });
     let follower_task = tokio::spawn(follower.run(stop_rx));
     state.deployment.set_local_model(global.model.is_local());
     state.watch_embeddings();
@@ -325,19 +333,55 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     let ledger = state.ledger.clone();
     let settings_cache = state.settings_cache.clone();
     let (runs, shutdown) = (state.runs.clone(), state.shutdown.clone());
+    let readiness = state.readiness.clone();
     if let Some(metrics_addr) = &global.limits.metrics_addr {
         crate::http::metrics::spawn_listener(metrics_addr, state.clone()).await?;
     }
-    axum::serve(listener, crate::http::service(state))
-        .with_graceful_shutdown(async move {
+    let drain = global.runs.drain();
+    let (stopping, until) = tokio::sync::watch::channel(None::<tokio::time::Instant>);
+    let drain_runs = runs.clone();
+    let server =
+        axum::serve(listener, crate::http::service(state)).with_graceful_shutdown(async move {
             shutdown_signal().await;
-            // Streams that would stay open end; chat runs end with their
-            // streams, as the server waits for open requests.
+            tracing::info!(
+                drain_secs = drain.as_secs(),
+                "stopping: no new connections; runs go on to their end or are handed over"
+            );
+            // Not ready: a balancer sends nothing more here. Streams that
+            // would stay open end; chat runs end with their streams, as
+            // the server waits for open requests.
+            readiness.drain();
+            drain_runs.drain();
             shutdown.cancel();
-        })
-        .await?;
-    // Tasks have no stream to wait on: they finish, or are stopped.
-    runs.finish_calls(TASKS_AT_SHUTDOWN).await;
+            stopping.send_replace(Some(tokio::time::Instant::now() + drain));
+        });
+    // Open requests may take until the drain ends; chat runs still going
+    // then are handed to the other replicas (their streams close, and
+    // their clients reattach through the balancer).
+    let mut drained = until.clone();
+    let drained = async move {
+        let at = drained
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|at| *at);
+        match at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        served = std::future::IntoFuture::into_future(server) => served?,
+        () = drained => {}
+    }
+    // Chat runs still going (past the drain, or with no reader left to
+    // keep a request open) go on elsewhere.
+    runs.hand_over(HAND_OVER_RECORDING).await;
+    // Tasks have no stream to wait on: they finish by the drain's end, or
+    // are stopped.
+    let now = tokio::time::Instant::now();
+    let left = until.borrow().unwrap_or(now).saturating_duration_since(now);
+    runs.finish_calls(left).await;
     // Audit records still queued are written before the process ends.
     ledger.flush().await;
     // Writers of settings stop waiting on this replica.
@@ -347,9 +391,9 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
     Ok(())
 }
 
-/// How long the tasks still running at shutdown may take before they are
-/// stopped (inside the 30 s an orchestrator usually waits after SIGTERM).
-const TASKS_AT_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long a stopping replica waits for the events of the runs it hands
+/// over to be recorded.
+const HAND_OVER_RECORDING: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

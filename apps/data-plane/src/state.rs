@@ -64,6 +64,52 @@ pub struct AppState {
     /// MCP subscriptions open on this replica, by caller (each caller may
     /// hold a few: docs/mcp.md).
     pub mcp_listens: Arc<std::sync::Mutex<std::collections::HashMap<uuid::Uuid, usize>>>,
+    /// Whether this replica should get traffic (what `/readyz` says).
+    pub readiness: Arc<Readiness>,
+}
+
+/// What keeps a replica from being ready besides its database: its keyword
+/// index still catching up at start, or a stop under way. A state built
+/// for tests is ready; `serve` marks it [`Readiness::starting`] until its
+/// index has caught up.
+#[derive(Debug)]
+pub struct Readiness {
+    index_caught_up: AtomicBool,
+    draining: AtomicBool,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness {
+            index_caught_up: AtomicBool::new(true),
+            draining: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Readiness {
+    /// The keyword index is catching up with what was written while this
+    /// replica was away.
+    pub fn starting(&self) {
+        self.index_caught_up.store(false, Ordering::SeqCst);
+    }
+
+    pub fn index_caught_up(&self) {
+        self.index_caught_up.store(true, Ordering::SeqCst);
+    }
+
+    /// The replica is stopping: it takes no new work.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_index_caught_up(&self) -> bool {
+        self.index_caught_up.load(Ordering::SeqCst)
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
 }
 
 /// Whether the model is local (configuration) and whether the embedding
@@ -148,6 +194,7 @@ impl AppState {
             document_changes: tokio::sync::broadcast::channel(DOCUMENT_CHANGES).0,
             shutdown: tokio_util::sync::CancellationToken::new(),
             mcp_listens: Arc::default(),
+            readiness: Arc::default(),
             modules,
             runs: Runs::start(db.clone(), RunsConfig::default()),
             identities,

@@ -271,7 +271,7 @@ async fn unknown_tool_names_share_one_metrics_label() {
 }
 
 #[tokio::test]
-async fn readyz_tells_anonymous_callers_only_status_and_database() {
+async fn readyz_tells_anonymous_callers_only_status_database_and_index() {
     let w = world().await;
     let base = common::serve(w.state.clone()).await;
     let get = async |token: Option<&str>| {
@@ -280,21 +280,36 @@ async fn readyz_tells_anonymous_callers_only_status_and_database() {
             r = r.bearer_auth(token);
         }
         let r = r.send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        r.json::<Value>().await.unwrap()
+        (r.status(), r.json::<Value>().await.unwrap())
     };
-    assert_eq!(
-        get(None).await,
-        json!({ "status": "ready", "database": true })
-    );
+    let ready = json!({ "status": "ready", "database": true, "index": "caught_up" });
+    assert_eq!(get(None).await, (StatusCode::OK, ready.clone()));
     let alice = w.token(w.alice, Permission::User);
-    assert_eq!(
-        get(Some(&alice)).await,
-        json!({ "status": "ready", "database": true })
-    );
-    let monitored = get(Some(MONITOR_TOKEN)).await;
+    assert_eq!(get(Some(&alice)).await, (StatusCode::OK, ready));
+    let (status, monitored) = get(Some(MONITOR_TOKEN)).await;
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(monitored["database"], true);
     assert!(monitored["index_seq"].is_u64(), "{monitored}");
+
+    // A replica whose index is still catching up, then one that is
+    // stopping, is not ready: a balancer sends it nothing.
+    w.state.readiness.starting();
+    assert_eq!(
+        get(None).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "starting", "database": true, "index": "catching_up" })
+        )
+    );
+    w.state.readiness.index_caught_up();
+    w.state.readiness.drain();
+    assert_eq!(
+        get(None).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "draining", "database": true, "index": "caught_up" })
+        )
+    );
 }
 
 #[tokio::test]

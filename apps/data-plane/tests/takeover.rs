@@ -15,7 +15,7 @@ use data_plane_agent::testing::{
     FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply, tool_calls_reply,
 };
 use data_plane_store::Scope;
-use data_plane_store::identity::{self, Permission};
+use data_plane_store::identity::Permission;
 use data_plane_store::testing::TestDatabase;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -111,19 +111,6 @@ fn assert_increasing(events: &[Seen]) {
     }
 }
 
-async fn user(test: &TestDatabase, email: &str, permission: Permission) -> (Uuid, String) {
-    let mut tx = test.db.begin(Scope::System).await.unwrap();
-    let id = identity::upsert_user(&mut tx, email, Some(permission))
-        .await
-        .unwrap()
-        .id;
-    tx.commit().await.unwrap();
-    let token = common::jwt()
-        .issue(id, email, permission, Duration::from_secs(600))
-        .unwrap();
-    (id, token)
-}
-
 async fn start_chat(base: &str, token: &str, space: Uuid, question: &str) -> String {
     let r = reqwest::Client::new()
         .post(format!("{base}/v1/chat"))
@@ -193,7 +180,7 @@ fn document_info(doc: Uuid) -> Reply {
 #[tokio::test]
 async fn a_run_cut_off_mid_answer_by_sigkill_is_finished_by_another_replica() {
     let test = TestDatabase::create().await;
-    let (alice, token) = user(&test, "alice@example.com", Permission::User).await;
+    let (alice, token) = common::person(&test, "alice@example.com", Permission::User).await;
     let (space, doc) = common::space_with_guide(&test.db, "alpha", &[alice]).await;
     let model = FakeModel::start().await;
     // Step 1 calls a tool; step 2 is cut off after a few words.
@@ -284,7 +271,7 @@ async fn a_run_cut_off_mid_answer_by_sigkill_is_finished_by_another_replica() {
 #[tokio::test]
 async fn an_approval_waiting_when_its_replica_died_is_answered_on_the_one_that_took_over() {
     let test = TestDatabase::create().await;
-    let (alice, token) = user(&test, "bob@example.com", Permission::User).await;
+    let (alice, token) = common::person(&test, "bob@example.com", Permission::User).await;
     let (space, doc) = common::space_with_guide(&test.db, "beta", &[alice]).await;
     let model = FakeModel::start().await;
     model.push(document_info(doc));
@@ -293,7 +280,7 @@ async fn an_approval_waiting_when_its_replica_died_is_answered_on_the_one_that_t
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut first = replica(&test, dir_a.path(), &model).await;
     let second = replica(&test, dir_b.path(), &model).await;
-    let (_, admin) = user(&test, "root@example.com", Permission::Admin).await;
+    let (_, admin) = common::person(&test, "root@example.com", Permission::Admin).await;
     let r = reqwest::Client::new()
         .put(format!("{}/v1/admin/settings", first.base))
         .bearer_auth(&admin)

@@ -157,15 +157,29 @@ pub async fn unused_base_url() -> String {
     format!("http://{}/v1", data_plane_testkit::unused_addr())
 }
 
-#[derive(Debug, Default)]
+/// Answers a request from its body when the script is empty (see
+/// [`FakeModel::answering`]).
+type Responder = Box<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+#[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<Value>>,
     /// The `Authorization` header of each request ("" when absent).
     authorizations: Mutex<Vec<String>>,
     /// Connections the client closed before its reply was complete.
     dropped: AtomicUsize,
     changed: Notify,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("script", &self.script)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The fake endpoint; stops when dropped.
@@ -187,6 +201,14 @@ impl FakeModel {
     pub fn base_url(&self) -> String {
         self.server.url("/v1")
     }
+    /// Answers every request the script has no reply for with `respond`
+    /// of its body: a model whose answers depend on the conversation, for
+    /// tests whose requests come in no set order (many runs at once, a run
+    /// asked again by another replica).
+    pub fn answering(&self, respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
+        *self.shared.responder.lock().unwrap() = Some(Box::new(respond));
+    }
+
     /// Queues the answer to the next request.
     pub fn push(&self, reply: Reply) {
         self.shared.script.lock().unwrap().push_back(reply);
@@ -245,6 +267,7 @@ impl Handler for Endpoint {
             }
         } else {
             let value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            let answered = shared.responder.lock().unwrap().as_ref().map(|r| r(&value));
             shared.requests.lock().unwrap().push(value);
             shared.authorizations.lock().unwrap().push(
                 request
@@ -252,7 +275,8 @@ impl Handler for Endpoint {
                     .unwrap_or_default()
                     .to_string(),
             );
-            shared.script.lock().unwrap().pop_front().unwrap_or(Reply::Status {
+            let scripted = shared.script.lock().unwrap().pop_front();
+            scripted.or(answered).unwrap_or(Reply::Status {
                 status: 500,
                 body: json!({"error": {"message": "fake model: no scripted reply left", "type": "server_error"}}).to_string(),
             })

@@ -51,6 +51,11 @@ pub struct ToolContext {
     /// call: the agent asks for it, a client calling a tool directly
     /// retries by itself.
     pub retry_once: bool,
+    /// The call's audit record is written before its result is announced
+    /// (a chat run, which another replica may take over: a result on
+    /// record then always has its audit row). Otherwise the record is
+    /// queued and written within moments, and the call never waits.
+    pub audit_first: bool,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -89,6 +94,7 @@ impl ToolContext {
             document_scope: None,
             approver: None,
             retry_once: false,
+            audit_first: false,
         }
     }
 

@@ -65,8 +65,11 @@ pub trait Ledger: Send + Sync {
         limits: &RateLimits,
     ) -> Result<(), LedgerError>;
 
-    /// Stores the audit record.
+    /// Stores the audit record (it may be queued and written later).
     async fn record(&self, record: AuditRecord) -> Result<(), LedgerError>;
+
+    /// Waits until every record handed to `record` so far is stored.
+    async fn written(&self) {}
 }
 
 /// What can go wrong in the ledger.

@@ -16,6 +16,7 @@ mod recorder;
 mod takeover;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -63,8 +64,9 @@ impl Default for RunsConfig {
     }
 }
 
-/// A running run whose row was not touched for this long is lost: its
-/// replica died and no other could take it over.
+/// A running run whose row was not touched for this long (or for three
+/// leases, when that is longer: [`Inner::lost_after`]) is lost: its replica
+/// died and no other could take it over.
 const LOST_AFTER: Duration = Duration::from_secs(60);
 /// How often a replica looks for runs whose lease ran out (or every third
 /// of the lease, when that is shorter).
@@ -142,6 +144,11 @@ struct Inner {
     /// records new events.
     followed: Mutex<HashMap<Uuid, watch::Sender<i64>>>,
     recorder: mpsc::Sender<recorder::Item>,
+    /// The replica is stopping: it takes over no run.
+    draining: std::sync::atomic::AtomicBool,
+    /// The replica is not ready yet (its keyword index catches up): it
+    /// takes over no run until it is.
+    claims_paused: std::sync::atomic::AtomicBool,
     /// Cancelled when the last handle goes: ends the listener and upkeep.
     closed: tokio_util::sync::CancellationToken,
 }
@@ -169,6 +176,8 @@ impl Runs {
             live: Mutex::new(HashMap::new()),
             followed: Mutex::new(HashMap::new()),
             recorder: tx,
+            draining: std::sync::atomic::AtomicBool::new(false),
+            claims_paused: std::sync::atomic::AtomicBool::new(false),
             closed: tokio_util::sync::CancellationToken::new(),
         });
         tokio::spawn(recorder::run(db.clone(), inner.replica, rx));
@@ -356,7 +365,7 @@ impl Runs {
             if row.status != RunStatus::Running {
                 return Ok(row.status);
             }
-            if store::mark_lost(&inner.db, run_id, LOST_AFTER).await? {
+            if store::mark_lost(&inner.db, run_id, inner.lost_after()).await? {
                 return Ok(RunStatus::Lost);
             }
             if tokio::time::Instant::now() >= until {
@@ -404,6 +413,71 @@ impl Runs {
                 tracing::warn!(run_id = %run.id, error = %e, "a task could not be stopped at shutdown");
             }
         }
+    }
+
+    /// The replica is stopping: from now on it takes over no run of
+    /// another (it would only have to hand it on).
+    pub fn drain(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// While `paused`, this replica takes over no run of another: one whose
+    /// keyword index is still catching up would run their tools on a
+    /// stale index.
+    pub fn pause_claims(&self, paused: bool) {
+        self.inner.claims_paused.store(paused, Ordering::SeqCst);
+    }
+
+    /// Whether [`Runs::drain`] was called.
+    pub fn draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+
+    /// Hands the chat runs still going here to the other replicas, at
+    /// once: what a stopping replica does with the runs that outlast its
+    /// drain. Each run's agent stops where it is (nothing more of it is
+    /// sent), what it sent is recorded (waiting up to `within`), and its
+    /// lease ends now, so another replica takes it over at its next claim
+    /// (within a second) as after a death, without waiting out the lease.
+    /// Tasks are left to [`Runs::finish_calls`]. How many runs it let go.
+    pub async fn hand_over(&self, within: Duration) -> usize {
+        // Runs already ending (stopped, or their agent returned) end here.
+        let runs: Vec<Arc<LiveRun>> = lock(&self.inner.live)
+            .values()
+            .filter(|run| !run.detached && run.try_hand_off())
+            .cloned()
+            .collect();
+        if runs.is_empty() {
+            return 0;
+        }
+        let until = tokio::time::Instant::now() + within;
+        for run in &runs {
+            if !run.all_recorded(until).await {
+                tracing::warn!(run_id = %run.id, "not every event of a run handed over was recorded in time; the replica that takes it over goes on from its last checkpoint");
+            }
+        }
+        let ids: Vec<Uuid> = runs.iter().map(|run| run.id).collect();
+        // No longer renewed here.
+        lock(&self.inner.live).retain(|id, _| !ids.contains(id));
+        match store::release(
+            &self.inner.db,
+            self.inner.replica,
+            &ids,
+            self.inner.config.lease,
+        )
+        .await
+        {
+            Ok(n) => {
+                tracing::warn!(
+                    runs = n,
+                    "runs still going at shutdown were handed to the other replicas"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, runs = ids.len(), "cannot end the lease of the runs handed over; another replica takes them over once the lease runs out");
+            }
+        }
+        runs.len()
     }
 
     /// Runs running on this replica now, and their calls waiting for a
@@ -551,6 +625,13 @@ impl Inner {
             }
             _ => {}
         }
+    }
+
+    /// How long a running run may go untouched before it counts as lost:
+    /// well past the lease, so that another replica had every chance to
+    /// take it over.
+    fn lost_after(&self) -> Duration {
+        LOST_AFTER.max(self.config.lease * 3)
     }
 
     fn live(&self, run_id: Uuid) -> Option<Arc<LiveRun>> {

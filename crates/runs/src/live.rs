@@ -167,6 +167,34 @@ impl LiveRun {
         self.stop(RunStatus::Running);
     }
 
+    /// Lets the run go to another replica (a stopping replica's hand-over),
+    /// unless it is ending already: `false` for a run that was stopped, or
+    /// whose agent has returned ([`LiveRun::finishing`]), so that a run
+    /// that ended is never handed over to be continued.
+    pub fn try_hand_off(&self) -> bool {
+        {
+            let mut end = lock(&self.end_reason);
+            if end.is_some() || lock(&self.log).closed {
+                return false;
+            }
+            *end = Some(RunStatus::Running);
+            self.handed_off.store(true, Ordering::SeqCst);
+        }
+        self.cancel.cancel();
+        true
+    }
+
+    /// The run's agent has returned and the run now ends as `status`;
+    /// `false` when it was handed off first (another replica ends it).
+    pub fn finishing(&self, status: RunStatus) -> bool {
+        let mut end = lock(&self.end_reason);
+        if self.handed_off() {
+            return false;
+        }
+        end.get_or_insert(status);
+        true
+    }
+
     pub fn handed_off(&self) -> bool {
         self.handed_off.load(Ordering::SeqCst)
     }
@@ -295,6 +323,16 @@ impl LiveRun {
             tracing::error!(run_id = %self.id, "the run recorder is gone; events are no longer recorded");
         }
         Some(seq)
+    }
+
+    /// Waits until every event sent so far is recorded, or until `until`;
+    /// `false` when time ran out first.
+    pub async fn all_recorded(&self, until: tokio::time::Instant) -> bool {
+        let sent = lock(&self.log).next - 1;
+        let mut recorded = self.recorded.subscribe();
+        tokio::time::timeout_at(until, recorded.wait_for(|r| *r >= sent))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// The recorder wrote events up to `seq`.
@@ -497,6 +535,9 @@ pub(crate) async fn drive(
     resume: Option<(Resume, ResumePlan)>,
 ) {
     ctx.approver = Some(Arc::new(RunApprover::new(inner.clone(), run.clone())));
+    // A result on record has its audit row, so a takeover that goes on
+    // from it never leaves a call that ran unaudited.
+    ctx.audit_first = true;
     request.waiting = Some(run.waiting.subscribe());
     let request_id = ctx.request_id.clone();
     let sink = RunSink {
@@ -578,7 +619,7 @@ pub(crate) async fn finish(
     status: RunStatus,
     hold: Box<dyn Send + Sync>,
 ) {
-    if run.handed_off() {
+    if !run.finishing(status) {
         // Another replica runs it now and will end it.
         drop(hold);
         release(inner, run);

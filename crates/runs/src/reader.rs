@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::event::Event;
 use crate::live::{Found, LiveRun, WatchGuard};
-use crate::{Inner, LOST_AFTER, RunEvent};
+use crate::{Inner, RunEvent};
 
 /// Events read from the table at a time.
 const PAGE: i64 = 256;
@@ -149,7 +149,7 @@ impl Reader {
                 // database's clock decides).
                 let lost = row.status == RunStatus::Lost
                     || (row.status == RunStatus::Running
-                        && store::mark_lost(&inner.db, self.run_id, LOST_AFTER)
+                        && store::mark_lost(&inner.db, self.run_id, inner.lost_after())
                             .await
                             .unwrap_or(false));
                 if row.status != RunStatus::Running || lost {

@@ -50,7 +50,12 @@ pub struct ResumedTurn {
 /// cannot continue chat turns (no model, or not serving yet) claims
 /// nothing: a run nobody can take over is found lost by its readers.
 pub(crate) async fn claim(inner: &Arc<Inner>) {
-    if !inner.resumer.get().is_some_and(|r| r.can_continue()) {
+    if inner.draining.load(std::sync::atomic::Ordering::SeqCst)
+        || inner
+            .claims_paused
+            .load(std::sync::atomic::Ordering::SeqCst)
+        || !inner.resumer.get().is_some_and(|r| r.can_continue())
+    {
         return;
     }
     let claimed =

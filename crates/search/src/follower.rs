@@ -27,11 +27,23 @@ const POLL: Duration = Duration::from_secs(5);
 /// (oldest first).
 pub type Changes = std::sync::Arc<[LogEntry]>;
 
-#[derive(Debug, Clone)]
+/// Told once, with how many entries it applied, when the follower has
+/// first caught up (see [`Follower::on_caught_up`]).
+type CaughtUp = Box<dyn FnOnce(u64) + Send + Sync>;
+
 pub struct Follower {
     db: Db,
     index: KeywordIndex,
     changes: Option<broadcast::Sender<Changes>>,
+    caught_up: Option<CaughtUp>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Follower {
@@ -40,7 +52,17 @@ impl Follower {
             db,
             index,
             changes: None,
+            caught_up: None,
         }
+    }
+
+    /// Calls `then` once [`Follower::run`] has first caught up with the
+    /// log, with how many entries that took: until then the index lags
+    /// behind PostgreSQL by what was written while this replica was away
+    /// (what `/readyz` tells a balancer).
+    pub fn on_caught_up(mut self, then: impl FnOnce(u64) + Send + Sync + 'static) -> Self {
+        self.caught_up = Some(Box::new(then));
+        self
     }
 
     /// Announces every batch it applies on `changes` (a receiver that falls
@@ -87,11 +109,16 @@ impl Follower {
     /// Follows the log until `stop` turns true: catches up at start, on
     /// every notification, after every (re)connection of its subscription
     /// (notifications may have been missed) and at least every [`POLL`].
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut subscription = Subscription::new(&self.db, NOTIFY_CHANNEL);
         loop {
-            if let Err(e) = self.catch_up().await {
-                tracing::error!(error = %e, "keyword index follower failed; retrying");
+            match self.catch_up().await {
+                Ok(applied) => {
+                    if let Some(then) = self.caught_up.take() {
+                        then(applied);
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "keyword index follower failed; retrying"),
             }
             // A notification or a (re)connection: either way, catch up. A
             // burst of notifications is drained by the one catch-up, since

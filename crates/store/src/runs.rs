@@ -350,6 +350,38 @@ pub async fn touch(db: &Db, owner: Uuid, ids: &[Uuid]) -> Result<Vec<Uuid>, Stor
     Ok(taken)
 }
 
+/// Ends `owner`'s lease on `ids` now (their runs still running): their
+/// `alive_at` goes back by `lease`, so another replica's next claim takes
+/// them without waiting the lease out, while a reader still counts them
+/// as far from lost, and their owner becomes the nil id, so that nothing
+/// `owner` still has under way (a renewal, a recorder batch) applies to
+/// them. What a replica that stops does with the runs it hands over. How
+/// many it let go.
+pub async fn release(
+    db: &Db,
+    owner: Uuid,
+    ids: &[Uuid],
+    lease: std::time::Duration,
+) -> Result<u64, StoreError> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut tx = db.begin(Scope::System).await?;
+    let released = sqlx::query(
+        "UPDATE runs SET alive_at = now() - make_interval(secs => $3),
+                         owner = '00000000-0000-0000-0000-000000000000'
+         WHERE id = ANY($1) AND status = 'running' AND owner = $2",
+    )
+    .bind(ids)
+    .bind(owner)
+    .bind(lease.as_secs_f64())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(released)
+}
+
 /// The run, if `scope` may see it (its user, an admin, the system).
 pub async fn get(db: &Db, scope: Scope, id: Uuid) -> Result<Option<RunRow>, StoreError> {
     let mut tx = db.begin(scope).await?;

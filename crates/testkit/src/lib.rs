@@ -1,11 +1,12 @@
 //! Helpers that several crates' tests share, written once: where the local
 //! embedding model lives (and, with the `embed` feature, the model itself),
-//! a bare-socket HTTP/1.1 server for fakes, and a loopback port where
-//! nothing listens.
+//! a bare-socket HTTP/1.1 server for fakes, HAProxy in front of server
+//! processes, and a loopback port where nothing listens.
 
 // Test support reports failure by panicking, like the tests that use it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod balancer;
 pub mod http;
 mod model;
 

@@ -1,5 +1,6 @@
 //! Chat runs' flags: grace period, approval timeout, event limit, retention,
-//! the lease another replica takes a run over after.
+//! the lease another replica takes a run over after, the drain of a
+//! stopping replica.
 
 use std::time::Duration;
 
@@ -56,9 +57,25 @@ pub struct RunArgs {
         default_value_t = 10
     )]
     pub run_lease_secs: u64,
+
+    /// Seconds a stopping replica (SIGTERM) lets its chat runs and tasks
+    /// go on to their end; chat runs still going then are handed to the
+    /// other replicas, tasks are stopped.
+    #[arg(
+        long,
+        env = "DATA_PLANE_DRAIN_SECS",
+        global = true,
+        default_value_t = 20
+    )]
+    pub drain_secs: u64,
 }
 
 impl RunArgs {
+    /// How long a stopping replica lets its runs go on (`DATA_PLANE_DRAIN_SECS`).
+    pub fn drain(&self) -> Duration {
+        Duration::from_secs(self.drain_secs)
+    }
+
     pub fn runs_config(&self) -> anyhow::Result<data_plane_runs::RunsConfig> {
         for (value, name) in [
             (

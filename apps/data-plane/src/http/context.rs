@@ -36,12 +36,14 @@ pub async fn context(
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 200)
         .map_or_else(|| Uuid::new_v4().to_string(), str::to_string);
-    Ok(
-        ToolContext::new(caller.user_id, space_id, caller.permission)
-            .with_settings(settings)
-            .with_request_id(request_id)
-            .with_deployment(state.deployment.now()),
-    )
+    let mut ctx = ToolContext::new(caller.user_id, space_id, caller.permission)
+        .with_settings(settings)
+        .with_request_id(request_id)
+        .with_deployment(state.deployment.now());
+    // A call is answered once its audit row is stored: a replica that dies
+    // right after answering leaves no call that ran unaudited.
+    ctx.audit_first = true;
+    Ok(ctx)
 }
 
 /// The profile a door uses when the request names none: `service` for a

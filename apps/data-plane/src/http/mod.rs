@@ -94,8 +94,6 @@ pub fn app(state: AppState) -> Router {
         .merge(mcp)
         .route("/", get(page::index))
         .route("/static/{file}", get(page::asset))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::serve_to_service))
         .route("/openapi.json", get(openapi::serve))
         .route("/manifest", get(module::manifest))
@@ -149,6 +147,15 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(declared_length))
         .layer(tower_http::trace::TraceLayer::new_for_http())
+        // The probes, outside the request log: a balancer asks every
+        // second, and a 503 from /readyz (starting, draining) is an answer,
+        // not a failure to log.
+        .merge(
+            Router::new()
+                .route("/healthz", get(healthz))
+                .route("/readyz", get(readyz))
+                .layer(axum::middleware::from_fn(declared_length)),
+        )
         .with_state(state)
 }
 
@@ -180,18 +187,32 @@ async fn healthz() -> impl IntoResponse {
     axum::Json(json!({ "status": "ok" }))
 }
 
-/// Ready when PostgreSQL answers. How far the keyword index has come tells
-/// how much is being written, so only service tokens see it.
+/// Ready when PostgreSQL answers, the keyword index has caught up with
+/// what was written while this replica was away, and the replica is not
+/// stopping: what a balancer's health check asks (503 otherwise, with the
+/// reason in `status`). How far the index has come tells how much is being
+/// written, so only service tokens see `index_seq`.
 async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     let db_ok = state.db.ping().await;
-    let status = if db_ok {
+    let index_ok = state.readiness.is_index_caught_up();
+    let status = if state.readiness.is_draining() {
+        "draining"
+    } else if !db_ok {
+        "unavailable"
+    } else if !index_ok {
+        "starting"
+    } else {
+        "ready"
+    };
+    let code = if status == "ready" {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let mut body = json!({
-        "status": if db_ok { "ready" } else { "unavailable" },
+        "status": status,
         "database": db_ok,
+        "index": if index_ok { "caught_up" } else { "catching_up" },
     });
     let service = headers
         .get(axum::http::header::AUTHORIZATION)
@@ -204,7 +225,7 @@ async fn readyz(State(state): State<AppState>, headers: HeaderMap) -> impl IntoR
     if service.is_some() {
         body["index_seq"] = json!(state.index.last_seq().ok());
     }
-    (status, axum::Json(body))
+    (code, axum::Json(body))
 }
 
 async fn method_not_allowed() -> ApiError {

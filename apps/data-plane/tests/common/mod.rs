@@ -159,22 +159,23 @@ pub fn server_process(
     command
 }
 
-/// Waits until the server at `base` answers `/healthz`, two minutes at most.
+/// Waits until the server at `base` is ready (`/readyz` answers 200: its
+/// keyword index has caught up), two minutes at most.
 pub async fn wait_ready(base: &str) {
     let ready = async {
         loop {
-            if reqwest::get(format!("{base}/healthz"))
+            if reqwest::get(format!("{base}/readyz"))
                 .await
                 .is_ok_and(|r| r.status().is_success())
             {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     };
     tokio::time::timeout(std::time::Duration::from_secs(120), ready)
         .await
-        .unwrap_or_else(|_| panic!("the server at {base} did not answer /healthz in 2 minutes"));
+        .unwrap_or_else(|_| panic!("the server at {base} was not ready in 2 minutes"));
 }
 
 /// A second `data-plane serve` process over `test`'s database, signing
@@ -193,6 +194,29 @@ pub async fn second_server(
     let base = format!("http://{addr}");
     wait_ready(&base).await;
     (process, base)
+}
+
+/// A user of `test`'s database with `permission` (made when missing), and
+/// a token for them signed with [`JWT_SECRET`].
+pub async fn person(
+    test: &data_plane_store::testing::TestDatabase,
+    email: &str,
+    permission: data_plane_store::identity::Permission,
+) -> (uuid::Uuid, String) {
+    let mut tx = test
+        .db
+        .begin(data_plane_store::Scope::System)
+        .await
+        .unwrap();
+    let id = data_plane_store::identity::upsert_user(&mut tx, email, Some(permission))
+        .await
+        .unwrap()
+        .id;
+    tx.commit().await.unwrap();
+    let token = jwt()
+        .issue(id, email, permission, std::time::Duration::from_secs(600))
+        .unwrap();
+    (id, token)
 }
 
 /// A child process killed (and reaped) when the test lets go of it.

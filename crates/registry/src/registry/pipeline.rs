@@ -250,8 +250,12 @@ impl Registry {
             module,
             attempts,
         };
-        if let Err(e) = self.ledger.record(record).await {
-            tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record");
+        match self.ledger.record(record).await {
+            Ok(()) if ctx.audit_first => self.ledger.written().await,
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record")
+            }
         }
         callbacks.emit(ToolEvent::ToolResult {
             call_id,
