@@ -28,7 +28,7 @@
 // A benchmark fails loudly: there is no caller to hand an error to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -45,6 +45,8 @@ use serde_json::json;
 
 #[path = "shared/load.rs"]
 mod load;
+#[path = "shared/server.rs"]
+mod server;
 #[path = "shared/synthetic.rs"]
 mod synthetic;
 
@@ -66,49 +68,20 @@ impl Drop for Replica {
     }
 }
 
-fn binary() -> std::path::PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(|examples| examples.parent())
-        .unwrap()
-        .join("data-plane")
-}
-
 /// A replica with a pool of `pool` PostgreSQL connections.
 fn serve(test: &TestDatabase, model: &FakeModel, dir: &std::path::Path, pool: u32) -> Replica {
-    let addr = data_plane_testkit::unused_addr();
-    let child = Command::new(binary())
-        .env("DATA_PLANE_DB_POOL", pool.to_string())
-        .env("DATABASE_URL", &test.app_url)
-        .env("DATABASE_OWNER_URL", &test.owner_url)
-        .env("DATA_PLANE_DATA_DIR", dir)
-        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
-        .env("DATA_PLANE_EMBEDDING_PROVIDER", "local")
-        .env("DATA_PLANE_JWT_SECRET", SECRET)
-        .env("OPENAI_BASE_URL", model.base_url())
-        .env("DATA_PLANE_MODEL", "bench-model")
-        .env("DATA_PLANE_CHAT_MAX_CONCURRENT", "1000")
-        .env("DATA_PLANE_CHAT_TURNS_PER_MINUTE", "1000000")
-        .env("RUST_LOG", "error")
-        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, addr) = server::serve(
+        test,
+        dir,
+        SECRET,
+        &model.base_url(),
+        &[
+            ("DATA_PLANE_DB_POOL", pool.to_string()),
+            ("DATA_PLANE_CHAT_MAX_CONCURRENT", "1000".into()),
+            ("DATA_PLANE_CHAT_TURNS_PER_MINUTE", "1000000".into()),
+        ],
+    );
     Replica { child, addr }
-}
-
-async fn ready(addr: std::net::SocketAddr) -> Duration {
-    let started = Instant::now();
-    let until = started + Duration::from_secs(600);
-    while !reqwest::get(format!("http://{addr}/readyz"))
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(Instant::now() < until, "{addr} not ready in 10 minutes");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    started.elapsed()
 }
 
 /// Turns started and read to `done` per second by [`CHAT_CLIENTS`] clients.
@@ -245,7 +218,7 @@ async fn main() {
             .map(|d| serve(&test, &model, d.path(), pool))
             .collect();
         for r in &replicas {
-            ready(r.addr).await;
+            server::ready(r.addr).await;
         }
         replicas
     };
@@ -300,7 +273,7 @@ async fn main() {
         started.elapsed().as_secs_f64()
     );
     let joining = serve(&test, &model, dirs[3].path(), POOL);
-    let joined = ready(joining.addr).await;
+    let joined = server::ready(joining.addr).await;
     println!("replicas.join_chunks {}", corpus.chunks + 1);
     println!("replicas.join_seconds {:.1}", joined.as_secs_f64());
     println!(

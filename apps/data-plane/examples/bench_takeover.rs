@@ -9,7 +9,7 @@
 // A benchmark fails loudly: there is no caller to hand an error to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use data_plane::auth::JwtKeys;
@@ -21,45 +21,27 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::json;
 
+#[path = "shared/server.rs"]
+mod server;
+
 const ROUNDS: usize = 8;
 // The default lease (DATA_PLANE_RUN_LEASE_SECS), as a deployment runs it.
 const LEASE_SECS: u64 = 10;
 const SECRET: &str = "bench-takeover-secret-at-least-32-bytes!";
 
 fn serve(test: &TestDatabase, model: &FakeModel, dir: &std::path::Path) -> (Child, String) {
-    let addr = data_plane_testkit::unused_addr();
-    let binary = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(|examples| examples.parent())
-        .unwrap()
-        .join("data-plane");
-    let child = Command::new(binary)
-        .env("DATABASE_URL", &test.app_url)
-        .env("DATABASE_OWNER_URL", &test.owner_url)
-        .env("DATA_PLANE_DATA_DIR", dir)
-        .env("DATA_PLANE_MODEL_DIR", data_plane_testkit::model_dir())
-        .env("DATA_PLANE_JWT_SECRET", SECRET)
-        .env("OPENAI_BASE_URL", model.base_url())
-        .env("DATA_PLANE_MODEL", "bench-model")
-        .env("DATA_PLANE_RUN_LEASE_SECS", LEASE_SECS.to_string())
-        .env("RUST_LOG", "error")
-        .args(["serve", "--addr", &addr.to_string(), "--no-migrate"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, addr) = server::serve(
+        test,
+        dir,
+        SECRET,
+        &model.base_url(),
+        &[("DATA_PLANE_RUN_LEASE_SECS", LEASE_SECS.to_string())],
+    );
     (child, format!("http://{addr}"))
 }
 
 async fn ready(base: &str) {
-    let until = Instant::now() + Duration::from_secs(120);
-    while !reqwest::get(format!("{base}/healthz"))
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(Instant::now() < until, "{base} not ready in 2 minutes");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    server::ready(base.trim_start_matches("http://").parse().unwrap()).await;
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

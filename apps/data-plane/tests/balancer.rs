@@ -285,15 +285,7 @@ async fn service_calls(
 
 /// A gauge of the replica at `addr` itself (not through the balancer).
 async fn gauge(addr: std::net::SocketAddr, name: &str) -> i64 {
-    let text = client()
-        .get(format!("http://{addr}/metrics"))
-        .bearer_auth(SERVICE_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::metrics(&format!("http://{addr}"), SERVICE_TOKEN).await;
     text.lines()
         .find_map(|line| line.strip_prefix(&format!("{name} ")))
         .unwrap_or_else(|| panic!("no {name} in {text}"))

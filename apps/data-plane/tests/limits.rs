@@ -250,15 +250,7 @@ async fn unknown_tool_names_share_one_metrics_label() {
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{name}");
     }
-    let metrics = client()
-        .get(format!("{base}/metrics"))
-        .bearer_auth(MONITOR_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics(&base, MONITOR_TOKEN).await;
     assert!(
         metrics.contains(r#"data_plane_tool_calls_total{tool="unknown",outcome="unknown_tool"} 5"#),
         "{metrics}"

@@ -988,15 +988,7 @@ async fn health_metrics_and_the_openapi_document() {
         .send()
         .await
         .unwrap();
-    let metrics = client()
-        .get(format!("{}/metrics", w.base))
-        .bearer_auth(SERVICE_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics(&w.base, SERVICE_TOKEN).await;
     assert!(
         metrics
             .contains(r#"data_plane_tool_calls_total{tool="document_info",outcome="success"} 1"#),

@@ -219,6 +219,19 @@ pub async fn person(
     (id, token)
 }
 
+/// `/metrics` of the server at `base`, as `token` (a service token) reads it.
+pub async fn metrics(base: &str, token: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// A child process killed (and reaped) when the test lets go of it.
 pub struct KillOnDrop(pub std::process::Child);
 
