@@ -147,7 +147,9 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
     assert_eq!(bobs.status(), StatusCode::OK);
 
     // Stopping a run frees its place: alice's third turn. (Closing its
-    // stream would too, after the grace period.)
+    // stream would too, after the grace period.) The runs are waited for
+    // at the model first: one stopped before it asks never hangs up there.
+    assert!(model.wait_requests(3, Duration::from_secs(10)).await);
     stop(&base, &alice, &first).await;
     drop(first);
     assert!(model.wait_dropped(1, Duration::from_secs(5)).await);
@@ -162,6 +164,7 @@ async fn chat_runs_and_turns_per_user_are_limited_with_429_and_retry_after() {
         third = post_chat(&base, &alice).await;
     }
     assert_eq!(third.status(), StatusCode::OK);
+    assert!(model.wait_requests(4, Duration::from_secs(10)).await);
     stop(&base, &alice, &second).await;
     stop(&base, &alice, &third).await;
     stop(&base, &w.token(w.bob, Permission::User), &bobs).await;
