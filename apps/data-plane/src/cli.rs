@@ -230,7 +230,15 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         )
         .with_extract_limits(global.extract_limits()?)
         .with_runs(global.runs.runs_config()?)
-        .with_allowed_origins(global.allowed_origins()?);
+        .with_allowed_origins(global.allowed_origins()?)
+        .with_public_url(global.public_url.as_deref())?;
+    if let Some(settings) = global.oidc.settings()? {
+        tracing::info!(issuer = %settings.issuer, audience = %settings.audience, "accepting the OpenID provider's tokens");
+        let oidc = crate::auth::oidc::Oidc::new(settings)?;
+        let warming = oidc.clone();
+        tokio::spawn(async move { warming.warm().await });
+        state = state.with_oidc(oidc);
+    }
     // The follower announces what it applies to the subscriptions here.
     // Until it has caught up with what was written while this replica was
     // away, /readyz says `starting`, so a balancer sends nothing here.

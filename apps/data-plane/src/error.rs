@@ -113,6 +113,9 @@ pub struct ApiError {
     code: ErrorCode,
     message: String,
     retry_after: Option<u64>,
+    /// The bearer-token error a 401 names in `WWW-Authenticate` (RFC 6750:
+    /// `invalid_token`, `invalid_request`); none when no token was sent.
+    challenge: Option<&'static str>,
 }
 
 impl ApiError {
@@ -121,6 +124,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            challenge: None,
         }
     }
     /// Asks the client to wait `seconds` before trying again (`Retry-After`).
@@ -134,8 +138,21 @@ impl ApiError {
     pub fn message(&self) -> &str {
         &self.message
     }
+    /// A 401 for a request that sent no credentials.
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unauthorized, message)
+    }
+    /// A 401 for a token that is expired, revoked, malformed or not ours.
+    pub fn invalid_token(message: impl Into<String>) -> Self {
+        let mut e = Self::new(ErrorCode::Unauthorized, message);
+        e.challenge = Some("invalid_token");
+        e
+    }
+    /// A 401 for an `Authorization` header that is not `Bearer <token>`.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        let mut e = Self::new(ErrorCode::Unauthorized, message);
+        e.challenge = Some("invalid_request");
+        e
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Forbidden, message)
@@ -179,8 +196,15 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let challenge = (self.code == ErrorCode::Unauthorized)
+            .then(|| bearer_challenge(self.challenge, &self.message));
         let body = json!({ "error": { "code": self.code.name(), "message": self.message } });
         let mut response = (self.code.status(), axum::Json(body)).into_response();
+        if let Some(challenge) = challenge {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
         if let Some(seconds) = self.retry_after {
             response
                 .headers_mut()
@@ -188,6 +212,28 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// `WWW-Authenticate: Bearer realm="data-plane"`, with the error and its
+/// description when a token was refused (RFC 6750, section 3). The routes
+/// add `resource_metadata` where an OpenID provider is configured.
+fn bearer_challenge(error: Option<&str>, message: &str) -> HeaderValue {
+    let mut value = String::from("Bearer realm=\"data-plane\"");
+    if let Some(error) = error {
+        // A quoted string of the characters RFC 6750 allows there.
+        let description: String = message
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '\'',
+                ' '..='~' => c,
+                _ => '?',
+            })
+            .collect();
+        value.push_str(&format!(
+            ", error=\"{error}\", error_description=\"{description}\""
+        ));
+    }
+    HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("Bearer realm=\"data-plane\""))
 }
 
 impl From<StoreError> for ApiError {

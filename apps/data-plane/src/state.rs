@@ -33,6 +33,12 @@ pub struct AppState {
     pub pipeline: Arc<Pipeline>,
     pub jwt: JwtKeys,
     pub services: ServiceTokens,
+    /// The OpenID Connect provider whose tokens are accepted beside the
+    /// server's own (docs/auth.md); `None` when none is configured.
+    pub oidc: Option<crate::auth::oidc::Oidc>,
+    /// The URL clients reach this server at (`DATA_PLANE_PUBLIC_URL`),
+    /// without a trailing slash; `None`: each request's Host.
+    pub public_url: Option<Arc<str>>,
     pub registry: Arc<Registry>,
     pub ledger: PgLedger,
     pub metrics: Arc<Metrics>,
@@ -204,6 +210,8 @@ impl AppState {
             index,
             jwt,
             services,
+            oidc: None,
+            public_url: None,
             registry,
             ledger,
             metrics: Arc::new(Metrics::new()),
@@ -249,6 +257,32 @@ impl AppState {
     }
 
     /// Answers `/mcp` only for pages of these origins (`None`: any).
+    /// Accepts the tokens of an OpenID Connect provider too.
+    pub fn with_oidc(mut self, oidc: crate::auth::oidc::Oidc) -> AppState {
+        self.oidc = Some(oidc);
+        self
+    }
+
+    /// The URL clients reach this server at; refuses one that is not an
+    /// `http(s)://` URL.
+    pub fn with_public_url(mut self, url: Option<&str>) -> anyhow::Result<AppState> {
+        self.public_url = match url.map(str::trim).filter(|u| !u.is_empty()) {
+            None => None,
+            Some(url) => {
+                let parsed = url::Url::parse(url)
+                    .map_err(|e| anyhow::anyhow!("DATA_PLANE_PUBLIC_URL {url:?}: {e}"))?;
+                anyhow::ensure!(
+                    matches!(parsed.scheme(), "http" | "https")
+                        && parsed.query().is_none()
+                        && parsed.fragment().is_none(),
+                    "DATA_PLANE_PUBLIC_URL {url:?} must be an http(s):// URL without query or fragment"
+                );
+                Some(Arc::from(url.trim_end_matches('/')))
+            }
+        };
+        Ok(self)
+    }
+
     pub fn with_allowed_origins(mut self, origins: Option<Vec<String>>) -> AppState {
         self.allowed_origins = origins.map(Into::into);
         self

@@ -1,4 +1,4 @@
-// The chat page: token, space picker, a streamed chat over POST /v1/chat and
+// The chat page: sign-in (signin.js) or a pasted token, space picker, a streamed chat over POST /v1/chat and
 // the admin settings. Plain browser JavaScript, served as is by the server.
 //
 // Each turn is a run (docs/runs.md): the page keeps the conversation's run
@@ -189,19 +189,39 @@ function show(view) {
   } else if (view === "admin") {
     loadSettings();
   } else {
-    $("token-input").value = state.token;
-    $("token-input").focus();
+    // The pasted token only: the provider's tokens are never shown.
+    $("token-input").value = localStorage.getItem(TOKEN_KEY) || "";
+    if (!SignIn.available()) $("token-input").focus();
   }
 }
 
 function needToken() {
-  setStatus("token-status", "Paste a bearer token to start.", "info");
+  if (SignIn.available()) {
+    setStatus("signin-status", "Sign in to start.", "info");
+  } else {
+    setStatus("token-status", "Paste a bearer token to start.", "info");
+  }
   show("token");
+}
+
+// Shows who is signed in, and which of Sign in and Sign out applies; the
+// token sent is the provider's while signed in, else the pasted one.
+function signInChanged(error) {
+  state.token = SignIn.bearer() || localStorage.getItem(TOKEN_KEY) || "";
+  const who = SignIn.who();
+  $("signin-who").textContent = who ? "Signed in as " + who + "." : "";
+  $("signin-button").hidden = SignIn.signedIn();
+  $("signout-button").hidden = !SignIn.signedIn();
+  if (error) setStatus("signin-status", "Signed out: " + error.message, "error");
 }
 
 function handleAuthError(error, statusId) {
   if (error instanceof ApiError && error.status === 401) {
-    setStatus("token-status", "The server refused the token (" + error.message + "). Paste a new one.", "error");
+    if (SignIn.signedIn()) {
+      setStatus("signin-status", "The server refused the sign-in (" + error.message + "). Sign in again.", "error");
+    } else {
+      setStatus("token-status", "The server refused the token (" + error.message + "). Paste a new one.", "error");
+    }
     show("token");
     return true;
   }
@@ -1138,8 +1158,21 @@ async function changeSetting(event) {
 
 // ---- wiring ---------------------------------------------------------------------
 
-function start() {
+async function start() {
   state.viewer = new Views.Viewer($("viewer"), readDocument);
+  if (await SignIn.load()) {
+    $("signin").hidden = false;
+    SignIn.onChange(signInChanged);
+    $("signin-button").addEventListener("click", () => {
+      SignIn.begin().catch((e) => setStatus("signin-status", "Signing in failed: " + e.message, "error"));
+    });
+    $("signout-button").addEventListener("click", () => {
+      SignIn.signOut().then(() => setStatus("signin-status", "Signed out.", "info"));
+    });
+    const problem = await SignIn.resume();
+    signInChanged();
+    if (problem) setStatus("signin-status", problem, "error");
+  }
   $("nav-chat").addEventListener("click", () => show("chat"));
   $("nav-admin").addEventListener("click", () => show("admin"));
   $("nav-token").addEventListener("click", () => show("token"));

@@ -860,3 +860,67 @@ async fn each_tool_result_shows_as_its_view_in_headless_chromium() {
     // Every scripted reply was asked for: each turn ran its calls.
     assert_eq!(model.requests().len(), 6, "{:#?}", model.requests());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_signs_in_through_the_providers_own_login_page_in_headless_chromium() {
+    let browser = browser();
+    let w = world().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    // The page is a public client of the provider; vera, a member of the
+    // space, is known there by the email she has here.
+    let provider = common::oidc::Provider::start(json!({
+        "port": 0,
+        "resource": format!("{base}/"),
+        "audience": "data-plane-page",
+        "clients": [{
+            "client_id": "chat-page",
+            "redirect_uris": [format!("{base}/")],
+            "post_logout_redirect_uris": [format!("{base}/")],
+            "public": true,
+        }],
+        "users": {"vera": {"email": "vera@example.com", "email_verified": true, "roles": ["user"]}},
+        // Renewed 60 s before expiry, so within a few seconds here.
+        "access_token_ttl": 66,
+    }))
+    .await;
+    let mut settings =
+        data_plane::auth::oidc::OidcSettings::new(provider.issuer(), "data-plane-page").unwrap();
+    settings.client_id = Some("chat-page".into());
+    let oidc = data_plane::auth::oidc::Oidc::new(settings).unwrap();
+    let state = w.state.clone().with_oidc(oidc);
+    tokio::spawn(async move { axum::serve(listener, data_plane::http::service(state)).await });
+
+    // The page may talk to the provider's token endpoint and nothing else.
+    let page = reqwest::get(format!("{base}/")).await.unwrap();
+    let policy = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        policy.contains(&format!("connect-src 'self' {}", provider.issuer())),
+        "{policy}"
+    );
+
+    browser
+        .run(
+            "signin_page.mjs",
+            &[
+                ("BASE", &base),
+                ("ISSUER", provider.issuer()),
+                ("LOGIN", "vera"),
+                ("EMAIL", "vera@example.com"),
+                ("SPACE", SPACE),
+            ],
+            &["provider-login.png", "signed-in.png", "signed-out.png"],
+        )
+        .await;
+    // The provider's vera is the vera made here.
+    let mut tx = w.test.db.begin(Scope::System).await.unwrap();
+    let linked: Uuid = sqlx::query_scalar(
+        "SELECT user_id FROM oidc_identities WHERE issuer = $1 AND subject = 'vera'",
+    )
+    .bind(provider.issuer())
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(linked, w.viewer);
+}

@@ -14,26 +14,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use data_plane_agent::testing::tool_calls_reply;
 use data_plane_agent::testing::{FakeModel, Piece, Reply, ScriptedCall, chunk, text_reply};
 use serde_json::{Value, json};
 
-fn python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.data/mcp/venv/bin/python");
-    assert!(
-        python.is_file(),
-        "this test needs the MCP Python SDK in {}: run `make setup`",
-        python.display()
-    );
-    python
-}
-
 #[tokio::test]
 async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
-    let python = python();
+    let python = common::mcp_python();
     // analyze_document's sub-agent: reads, answers; then, for the call the
     // client cancels, starts an answer it never finishes.
     let model = FakeModel::start().await;

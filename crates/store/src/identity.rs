@@ -327,3 +327,91 @@ pub async fn revoke_tokens(tx: &mut ScopedTx, email: &str) -> Result<Option<i32>
     .fetch_optional(&mut **tx)
     .await?)
 }
+
+/// Who signed in with an OpenID Connect provider, as its token says.
+#[derive(Debug, Clone)]
+pub struct ExternalPerson<'a> {
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    /// Needed only the first time the person is seen.
+    pub email: Option<&'a str>,
+    /// The provider says the address belongs to the person (`email_verified`).
+    pub email_verified: bool,
+    /// The permission the provider's role claim maps to.
+    pub permission: Permission,
+}
+
+/// The user a provider's person is (system scope): the one linked to their
+/// issuer and subject, else the account with their email when the provider
+/// says it is verified, else a new user. Their permission becomes the one
+/// the provider grants now. An account with the same email that the
+/// provider does not vouch for is refused: joining it would hand that
+/// account to whoever can set that address at the provider.
+pub async fn external_person(
+    tx: &mut ScopedTx,
+    person: &ExternalPerson<'_>,
+) -> Result<Uuid, StoreError> {
+    // One first sign-in per person at a time: two requests of a person
+    // never seen would otherwise both find no link, and the second would
+    // take the account the first just made for someone else's.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 0))")
+        .bind(person.issuer)
+        .bind(person.subject)
+        .execute(&mut **tx)
+        .await?;
+    let linked: Option<Uuid> = sqlx::query_scalar(
+        "SELECT user_id FROM oidc_identities WHERE issuer = $1 AND subject = $2",
+    )
+    .bind(person.issuer)
+    .bind(person.subject)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let user_id = match linked {
+        Some(id) => id,
+        None => {
+            let email = person
+                .email
+                .ok_or_else(|| {
+                    StoreError::Invalid(
+                        "the token carries no email, which a person signing in for the first time needs (DATA_PLANE_OIDC_EMAIL_CLAIM)".into(),
+                    )
+                })?
+                .trim()
+                .to_lowercase();
+            if !email.contains('@') {
+                return Err(StoreError::Invalid(format!(
+                    "{email:?} is not an email address"
+                )));
+            }
+            let existing: Option<Uuid> =
+                sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
+                    .bind(&email)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+            let id = match existing {
+                Some(id) if person.email_verified => id,
+                Some(_) => {
+                    return Err(StoreError::Denied(format!(
+                        "an account with the email {email} exists and the provider does not say the address is verified"
+                    )));
+                }
+                None => upsert_user(tx, &email, Some(person.permission)).await?.id,
+            };
+            sqlx::query(
+                "INSERT INTO oidc_identities (issuer, subject, user_id) VALUES ($1, $2, $3)",
+            )
+            .bind(person.issuer)
+            .bind(person.subject)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+            id
+        }
+    };
+    sqlx::query("UPDATE users SET permission = $2 WHERE id = $1 AND permission <> $2")
+        .bind(user_id)
+        .bind(person.permission)
+        .execute(&mut **tx)
+        .await?;
+    Ok(user_id)
+}

@@ -7,6 +7,7 @@ mod limits;
 mod logging;
 mod model;
 mod modules;
+mod oidc;
 mod origins;
 mod runs;
 mod secrets;
@@ -18,6 +19,7 @@ pub use limits::{ExtractArgs, FetchArgs, LimitArgs};
 pub use logging::{LogColor, LogFormat, init_tracing};
 pub use model::{ModelArgs, is_local_url};
 pub use modules::ModuleArgs;
+pub use oidc::OidcArgs;
 pub use origins::LOOPBACK_ORIGINS;
 pub use runs::RunArgs;
 pub use secrets::jwt_secret;
@@ -94,6 +96,12 @@ pub struct GlobalArgs {
     )]
     pub allowed_origins: String,
 
+    /// The URL clients reach this server at (`https://data.example.com`),
+    /// for the metadata that tells MCP clients how to sign in. Unset: the
+    /// request's own Host (and X-Forwarded-Proto).
+    #[arg(long, env = "DATA_PLANE_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+
     #[command(flatten)]
     pub embedding: EmbeddingArgs,
 
@@ -120,6 +128,9 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub runs: RunArgs,
+
+    #[command(flatten)]
+    pub oidc: OidcArgs,
 }
 
 impl GlobalArgs {

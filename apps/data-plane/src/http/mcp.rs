@@ -26,7 +26,6 @@ mod tools;
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use data_plane_registry::ToolContext;
@@ -90,7 +89,9 @@ pub fn service(state: AppState) -> StreamableHttpService<McpServer, NeverSession
 
 /// Authenticates every `/mcp` request as the rest of the API does and hands
 /// the caller to the handler; a refusal is answered 401 with
-/// `WWW-Authenticate: Bearer`, as the protocol's authorization section asks.
+/// `WWW-Authenticate: Bearer` (and, where an OpenID provider is configured,
+/// the metadata that says how to sign in), as the protocol's authorization
+/// section asks.
 pub async fn authenticate(
     caller: Result<Caller, ApiError>,
     mut request: Request,
@@ -101,17 +102,7 @@ pub async fn authenticate(
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(e) => {
-            let unauthorized = e.code() == crate::error::ErrorCode::Unauthorized;
-            let mut response = e.into_response();
-            if unauthorized {
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"data-plane\""),
-                );
-            }
-            response
-        }
+        Err(e) => e.into_response(),
     }
 }
 

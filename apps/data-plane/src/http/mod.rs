@@ -12,6 +12,7 @@ mod module;
 mod openapi;
 mod page;
 mod runs;
+mod sign_in;
 pub mod sse;
 mod tools;
 pub mod ui_stream;
@@ -42,6 +43,9 @@ pub const ROUTES: &[&str] = &[
     "/readyz",
     "/metrics",
     "/openapi.json",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/v1/auth/config",
     "/manifest",
     "/execute",
     "/v1/tools",
@@ -96,6 +100,15 @@ pub fn app(state: AppState) -> Router {
         .route("/static/{file}", get(page::asset))
         .route("/metrics", get(metrics::serve_to_service))
         .route("/openapi.json", get(openapi::serve))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(sign_in::api_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(sign_in::mcp_metadata),
+        )
+        .route("/v1/auth/config", get(sign_in::config))
         .route("/manifest", get(module::manifest))
         .route("/execute", post(module::execute))
         .route("/v1/tools", get(tools::list))
@@ -143,6 +156,10 @@ pub fn app(state: AppState) -> Router {
         ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            sign_in::point_to_metadata,
+        ))
         // The upload route's own limit, set closer to it, takes precedence.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(declared_length))

@@ -1,11 +1,12 @@
 //! The chat page at `/` and its assets under `/static/`: plain files carried
 //! inside the binary, so a deployment is still one file.
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// One embedded file and the type it is served as.
 struct Asset {
@@ -38,6 +39,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../static/views.js"),
     },
     Asset {
+        name: "signin.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/signin.js"),
+    },
+    Asset {
         name: "style.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../../static/style.css"),
@@ -51,9 +57,41 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; connect-src 'self'; img-src 'self' data:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// `GET /`: the chat page.
-pub async fn index() -> Response {
-    serve(&INDEX)
+/// `GET /`: the chat page. Where the page signs people in with an OpenID
+/// provider, it may also talk to the provider's token and revocation
+/// endpoints, and to nothing else.
+pub async fn index(State(state): State<AppState>) -> Response {
+    let mut response = serve(&INDEX);
+    let Some(oidc) = state
+        .oidc
+        .as_ref()
+        .filter(|o| o.settings().client_id.is_some())
+    else {
+        return response;
+    };
+    let Ok(endpoints) = oidc.endpoints().await else {
+        // The page says the provider cannot be reached when it tries.
+        return response;
+    };
+    let mut origins: Vec<String> = [endpoints.token_endpoint, endpoints.revocation_endpoint]
+        .into_iter()
+        .flatten()
+        .filter_map(|u| url::Url::parse(&u).ok())
+        .map(|u| u.origin().ascii_serialization())
+        .collect();
+    origins.sort();
+    origins.dedup();
+    let policy = CONTENT_SECURITY_POLICY.replacen(
+        "connect-src 'self'",
+        &format!("connect-src 'self' {}", origins.join(" ")),
+        1,
+    );
+    if let Ok(value) = HeaderValue::from_str(&policy) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    response
 }
 
 /// `GET /static/{file}`: the page's script and styles.

@@ -6,6 +6,8 @@
 // failure by panicking, like the tests that call them.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod oidc;
+
 use std::sync::Arc;
 
 use data_plane::auth::{JwtKeys, ServiceTokens};
@@ -348,4 +350,17 @@ pub async fn guide_server(email: &str, model_url: String, shipped_prompt: bool) 
         base,
         token,
     }
+}
+
+/// The Python of the venv `make setup` builds with the official MCP Python
+/// SDK (.data/mcp/venv), or a failure that says how to get it.
+pub fn mcp_python() -> std::path::PathBuf {
+    let python =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.data/mcp/venv/bin/python");
+    assert!(
+        python.is_file(),
+        "this test needs the MCP Python SDK in {}: run `make setup`",
+        python.display()
+    );
+    python
 }

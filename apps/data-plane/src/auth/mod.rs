@@ -1,4 +1,8 @@
-//! Bearer-token authentication: HS256 JWTs signed with the deployment's secret.
+//! Bearer-token authentication: HS256 JWTs signed with the deployment's
+//! secret, tokens of an OpenID Connect provider ([`oidc`]) and the tokens of
+//! internal services.
+
+pub mod oidc;
 
 use std::sync::Arc;
 
@@ -189,12 +193,15 @@ fn bearer(parts: &Parts) -> Result<&str, ApiError> {
         })?;
     let value = header
         .to_str()
-        .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+        .map_err(|_| ApiError::invalid_request("the Authorization header is not valid text"))?;
     value
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))
         .map(str::trim)
-        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be 'Bearer <token>'"))
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid_request("the Authorization header must be 'Bearer <token>'")
+        })
 }
 
 impl FromRequestParts<AppState> for Service {
@@ -209,7 +216,7 @@ impl FromRequestParts<AppState> for Service {
             Some(name) => Ok(Service {
                 name: name.to_string(),
             }),
-            None => Err(ApiError::unauthorized(
+            None => Err(ApiError::invalid_token(
                 "this endpoint needs a service token (DATA_PLANE_SERVICE_TOKENS)",
             )),
         }
@@ -256,11 +263,21 @@ impl FromRequestParts<AppState> for Caller {
                 service: Some(service.to_string()),
             });
         }
+        // A provider's token is signed with one of its public keys; this
+        // server's own are HS256. Which way a token goes is decided by its
+        // header, and each way accepts only its own algorithms.
+        if let Some(oidc) = &state.oidc {
+            let ours = jsonwebtoken::decode_header(token)
+                .is_ok_and(|h| h.alg == jsonwebtoken::Algorithm::HS256);
+            if !ours {
+                return provider_caller(state, oidc, token).await;
+            }
+        }
         let claims = state.jwt.verify(token).map_err(|e| {
             use jsonwebtoken::errors::ErrorKind;
             match e.kind() {
-                ErrorKind::ExpiredSignature => ApiError::unauthorized("the token has expired"),
-                _ => ApiError::unauthorized("the token is not valid"),
+                ErrorKind::ExpiredSignature => ApiError::invalid_token("the token has expired"),
+                _ => ApiError::invalid_token("the token is not valid"),
             }
         })?;
         // The permission is the one the database holds now (cached for at
@@ -270,9 +287,9 @@ impl FromRequestParts<AppState> for Caller {
             .identities
             .get(claims.sub)
             .await?
-            .ok_or_else(|| ApiError::unauthorized("the token's user no longer exists"))?;
+            .ok_or_else(|| ApiError::invalid_token("the token's user no longer exists"))?;
         if claims.ver < identity.token_version {
-            return Err(ApiError::unauthorized(
+            return Err(ApiError::invalid_token(
                 "the token has been revoked; ask for a new one",
             ));
         }
@@ -282,4 +299,53 @@ impl FromRequestParts<AppState> for Caller {
             service: None,
         })
     }
+}
+
+/// The caller an OpenID provider's token names: verified once, then
+/// remembered by its digest until it expires. The permission is the one
+/// the provider's role claim gives (written to the user's row, so services
+/// acting for them see it too).
+async fn provider_caller(
+    state: &AppState,
+    oidc: &oidc::Oidc,
+    token: &str,
+) -> Result<Caller, ApiError> {
+    if let Some(session) = oidc.session(token) {
+        // A user deleted here since is refused, as with the server's own tokens.
+        if state.identities.get(session.user_id).await?.is_some() {
+            return Ok(Caller {
+                user_id: session.user_id,
+                permission: session.permission,
+                service: None,
+            });
+        }
+        oidc.forget(token);
+    }
+    let verified = oidc.verify(token).await.map_err(ApiError::invalid_token)?;
+    let person = data_plane_store::identity::ExternalPerson {
+        issuer: &oidc.settings().issuer,
+        subject: &verified.subject,
+        email: verified.email.as_deref(),
+        email_verified: verified.email_verified,
+        permission: verified.permission,
+    };
+    let mut tx = state.db.begin(data_plane_store::Scope::System).await?;
+    let user_id = match data_plane_store::identity::external_person(&mut tx, &person).await {
+        Ok(id) => id,
+        Err(data_plane_store::StoreError::Invalid(m) | data_plane_store::StoreError::Denied(m)) => {
+            return Err(ApiError::invalid_token(m));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tx.commit().await?;
+    let session = oidc::Session {
+        user_id,
+        permission: verified.permission,
+    };
+    oidc.remember(token, session, verified.expires);
+    Ok(Caller {
+        user_id,
+        permission: verified.permission,
+        service: None,
+    })
 }
