@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use data_plane::auth::{Caller, JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_search::KeywordIndex;
@@ -41,10 +40,11 @@ use data_plane_store::identity::{self, MembershipRole, Permission};
 use data_plane_store::testing::TestDatabase;
 use data_plane_store::{Db, Scope};
 use serde_json::json;
-use tokio::net::TcpListener;
 
 #[path = "shared/load.rs"]
 mod load;
+#[path = "shared/router.rs"]
+mod router;
 
 use load::{Figures, script, wrk};
 
@@ -217,14 +217,7 @@ async fn main() {
             .route("/bench/trivial", get(trivial))
             .with_state(state),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    // As `data-plane serve` does (http::service), with the extra route built once.
-    let app = app.with_state::<()>(()).into_make_service();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = router::serve(app.with_state::<()>(())).await;
 
     let dir = tempfile::tempdir().unwrap();
     let body = json!({ "args": { "document_id": document }, "spaceId": space.id }).to_string();

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use axum::response::IntoResponse;
-use axum::serve::ListenerExt;
 use data_plane::auth::{JwtKeys, ServiceTokens};
 use data_plane::state::AppState;
 use data_plane_agent::testing::{FakeModel, text_reply};
@@ -37,9 +36,11 @@ use data_plane_store::testing::TestDatabase;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::json;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use uuid::Uuid;
+
+#[path = "shared/router.rs"]
+mod router;
 
 /// Text chunks of each measured reply.
 const CHUNKS: usize = 5000;
@@ -160,15 +161,7 @@ async fn serve(b: &Bench, model: &FakeModel) -> String {
         "/baseline",
         axum::routing::post(move || baseline(agent.clone(), user)),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    // As `data-plane serve` does (http::service), with the extra route built once.
-    let app = app.with_state::<()>(()).into_make_service();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    base
+    router::serve(app.with_state::<()>(())).await
 }
 
 /// Seconds from the first to the last text event, text events, the run id.

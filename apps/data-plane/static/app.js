@@ -81,14 +81,24 @@ async function readError(response) {
 }
 
 async function api(method, path, body, signal) {
-  const headers = { Authorization: "Bearer " + state.token };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal,
-  });
+  await SignIn.fresh();
+  const send = () => {
+    const headers = { Authorization: "Bearer " + state.token };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    return fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+  };
+  let response = await send();
+  // Signed in through the provider, a refused token is renewed and the
+  // request sent once more.
+  if (response.status === 401 && SignIn.signedIn()) {
+    const renewed = await SignIn.refresh().then(() => true, () => false);
+    if (renewed) response = await send();
+  }
   if (!response.ok) throw await readError(response);
   return response;
 }
@@ -902,6 +912,7 @@ async function follow(turn, first, signal) {
   for (;;) {
     try {
       if (!response) {
+        await SignIn.fresh();
         const headers = { Authorization: "Bearer " + state.token, "Last-Event-ID": String(turn.lastId) };
         response = await fetch("/v1/runs/" + turn.runId + "/events", { headers, signal });
         if (!response.ok) throw await readError(response);
@@ -1168,6 +1179,9 @@ async function start() {
     });
     $("signout-button").addEventListener("click", () => {
       SignIn.signOut().then(() => setStatus("signin-status", "Signed out.", "info"));
+    });
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") SignIn.fresh();
     });
     const problem = await SignIn.resume();
     signInChanged();

@@ -20,6 +20,9 @@ const SignIn = (() => {
   let config = null;
   let tokens = null;
   let timer = null;
+  // The refresh under way, shared by everyone who needs a fresh token
+  // meanwhile: a rotating refresh token is spent once.
+  let renewing = null;
   let onChange = () => {};
 
   function b64url(bytes) {
@@ -112,18 +115,31 @@ const SignIn = (() => {
     });
     const body = await response.json().catch(() => ({}));
     if (!response.ok || !body.access_token) {
-      throw new Error(body.error_description || body.error || "the provider answered " + response.status);
+      const error = new Error(body.error_description || body.error || "the provider answered " + response.status);
+      // A 4xx is the provider's no (invalid_grant: the session is over);
+      // a 5xx may pass.
+      error.final = response.status >= 400 && response.status < 500;
+      throw error;
     }
     return body;
   }
 
   function keep(answer) {
     const previous = tokens || {};
+    const idToken = answer.id_token || previous.id_token;
+    // The token sent decides when it expires: the ID token's own `exp`
+    // where the page sends that one.
+    let expiresAt = Date.now() + 1000 * (Number(answer.expires_in) || 300);
+    if (config.token === "id_token") {
+      const exp = Number(claims(idToken || "").exp);
+      if (!answer.id_token || !exp) throw Object.assign(new Error("the provider sent no new ID token"), { final: true });
+      expiresAt = exp * 1000;
+    }
     tokens = {
       access_token: answer.access_token,
-      id_token: answer.id_token || previous.id_token,
+      id_token: idToken,
       refresh_token: answer.refresh_token || previous.refresh_token,
-      expires_at: Date.now() + 1000 * (Number(answer.expires_in) || 300),
+      expires_at: expiresAt,
     };
     if (tokens.refresh_token) sessionStorage.setItem(REFRESH_KEY, tokens.refresh_token);
     schedule();
@@ -137,16 +153,37 @@ const SignIn = (() => {
     timer = setTimeout(() => refresh().catch(() => {}), wait);
   }
 
-  async function refresh() {
-    const refreshToken = (tokens && tokens.refresh_token) || sessionStorage.getItem(REFRESH_KEY);
-    if (!refreshToken) throw new Error("no session to renew");
-    try {
-      keep(await tokenRequest({ grant_type: "refresh_token", refresh_token: refreshToken }));
-    } catch (error) {
-      forget();
-      onChange(error);
-      throw error;
-    }
+  // Renews the tokens. The provider refusing ends the session; a provider
+  // that cannot be reached keeps it, and it is tried again shortly.
+  function refresh() {
+    if (renewing) return renewing;
+    renewing = (async () => {
+      const refreshToken = (tokens && tokens.refresh_token) || sessionStorage.getItem(REFRESH_KEY);
+      if (!refreshToken) throw Object.assign(new Error("no session to renew"), { final: true });
+      try {
+        keep(await tokenRequest({ grant_type: "refresh_token", refresh_token: refreshToken }));
+      } catch (error) {
+        if (error.final || !tokens) {
+          forget();
+          onChange(error);
+        } else {
+          clearTimeout(timer);
+          timer = setTimeout(() => refresh().catch(() => {}), 15_000);
+        }
+        throw error;
+      }
+    })().finally(() => {
+      renewing = null;
+    });
+    return renewing;
+  }
+
+  // Before a request: renews a token about to expire (a timer can sleep
+  // with the laptop or a background tab).
+  async function fresh() {
+    if (!tokens || Date.now() < tokens.expires_at - 30_000) return;
+    if (!tokens.refresh_token) return;
+    await refresh().catch(() => {});
   }
 
   // At start: the provider's redirect back with a code (traded for tokens,
@@ -159,8 +196,9 @@ const SignIn = (() => {
       const pending = JSON.parse(sessionStorage.getItem(PENDING_KEY) || "null");
       sessionStorage.removeItem(PENDING_KEY);
       history.replaceState(null, "", location.pathname);
-      if (params.has("error")) return "The provider refused the sign-in: " + (params.get("error_description") || params.get("error"));
+      // Only an answer to this tab's own request is read at all.
       if (!pending || params.get("state") !== pending.state) return "The sign-in answer did not match the request; sign in again.";
+      if (params.has("error")) return "The provider refused the sign-in: " + (params.get("error_description") || params.get("error"));
       if (params.has("iss") && params.get("iss") !== config.issuer) return "The sign-in answer came from another issuer.";
       try {
         const answer = await tokenRequest({
@@ -224,6 +262,7 @@ const SignIn = (() => {
     bearer,
     who,
     refresh,
+    fresh,
     signOut,
     signedIn: () => tokens !== null,
     expiresAt: () => (tokens ? tokens.expires_at : 0),

@@ -244,6 +244,8 @@ fn people() -> Value {
         "boss": {"email": "boss@example.com", "email_verified": true, "roles": ["admin"]},
         "eve": {"email": "taken@example.com", "email_verified": false, "roles": ["user"]},
         "newcomer": {"email": "newcomer@example.com", "email_verified": false, "roles": ["user"]},
+        "alice-again": {"email": "alice@example.com", "email_verified": true, "roles": ["user"]},
+        "root": {"email": "root@example.com", "email_verified": true, "roles": ["user"]},
     })
 }
 
@@ -459,20 +461,47 @@ async fn forgeries_and_tokens_for_others_are_refused_with_401_naming_the_error()
     refused(&base, &boss.access_token, "may not grant").await;
 
     // An account made here with an email the provider does not vouch for
-    // is not handed to whoever holds that address there.
+    // is not handed to whoever holds that address there: eve gets an
+    // account of her own under a placeholder address, not the admin's.
     let mut tx = test.db.begin(Scope::System).await.unwrap();
-    identity::upsert_user(&mut tx, "taken@example.com", Some(Permission::Admin))
+    let taken = identity::upsert_user(&mut tx, "taken@example.com", Some(Permission::Admin))
         .await
-        .unwrap();
+        .unwrap()
+        .id;
+    let root = identity::upsert_user(&mut tx, "root@example.com", Some(Permission::Owner))
+        .await
+        .unwrap()
+        .id;
     tx.commit().await.unwrap();
     let eve = sign_in(&p, "eve").await;
-    refused(
-        &base,
-        &eve.access_token,
-        "does not say the address is verified",
-    )
-    .await;
-    // A new address unverified is fine: nobody's account is taken.
+    assert_eq!(
+        get(&format!("{base}/v1/spaces"), &eve.access_token).await.0,
+        200
+    );
+    let (status, _, _) = get(&format!("{base}/v1/admin/settings"), &eve.access_token).await;
+    assert_eq!(status, 403, "eve is not the admin whose address she typed");
+    let linked = |subject: &'static str| {
+        let db = test.db.clone();
+        let issuer = issuer.clone();
+        async move {
+            let mut tx = db.begin(Scope::System).await.unwrap();
+            let row: (uuid::Uuid, String, String) = sqlx::query_as(
+                "SELECT u.id, u.email, u.permission::text FROM oidc_identities i
+                 JOIN users u ON u.id = i.user_id WHERE i.issuer = $1 AND i.subject = $2",
+            )
+            .bind(&issuer)
+            .bind(subject)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            row
+        }
+    };
+    let (eve_id, eve_email, _) = linked("eve").await;
+    assert_ne!(eve_id, taken);
+    assert!(eve_email.ends_with("@unverified.invalid"), "{eve_email}");
+    // Nor is anyone's address taken by a newcomer who typed it.
     let newcomer = sign_in(&p, "newcomer").await;
     assert_eq!(
         get(&format!("{base}/v1/spaces"), &newcomer.access_token)
@@ -480,6 +509,28 @@ async fn forgeries_and_tokens_for_others_are_refused_with_401_naming_the_error()
             .0,
         200
     );
+    assert!(linked("newcomer").await.1.ends_with("@unverified.invalid"));
+
+    // Two people of one provider never share an account, whatever their
+    // addresses say.
+    let alice = sign_in(&p, "alice").await;
+    assert_eq!(
+        get(&format!("{base}/v1/spaces"), &alice.access_token)
+            .await
+            .0,
+        200
+    );
+    let again = sign_in(&p, "alice-again").await;
+    refused(&base, &again.access_token, "another person's sign-in").await;
+
+    // An account made here before, joined by its verified address, keeps
+    // the permission given here; the provider's tokens carry the
+    // provider's (under the ceiling).
+    let owner = sign_in(&p, "root").await;
+    let (status, _, _) = get(&format!("{base}/v1/admin/settings"), &owner.access_token).await;
+    assert_eq!(status, 403, "the provider's root is a user here");
+    let (root_id, _, permission) = linked("root").await;
+    assert_eq!((root_id, permission.as_str()), (root, "owner"));
 
     // No token, and a header that is not Bearer: no error code for the
     // first (RFC 6750), invalid_request for the second.

@@ -335,39 +335,47 @@ pub struct ExternalPerson<'a> {
     pub subject: &'a str,
     /// Needed only the first time the person is seen.
     pub email: Option<&'a str>,
-    /// The provider says the address belongs to the person (`email_verified`).
+    /// The provider vouches for the address (`email_verified`, or a
+    /// deployment that trusts its provider's addresses).
     pub email_verified: bool,
     /// The permission the provider's role claim maps to.
     pub permission: Permission,
 }
 
-/// The user a provider's person is (system scope): the one linked to their
-/// issuer and subject, else the account with their email when the provider
-/// says it is verified, else a new user. Their permission becomes the one
-/// the provider grants now. An account with the same email that the
-/// provider does not vouch for is refused: joining it would hand that
-/// account to whoever can set that address at the provider.
+/// The user a provider's person is (system scope), and whether their
+/// account was made for them by this provider.
+///
+/// - Linked before (by issuer and subject): that user.
+/// - Else, an address the provider vouches for: the account with that
+///   email, joined, unless another person of the same provider has it
+///   already (refused: two people of one provider never share an
+///   account); no such account, a new one with that email.
+/// - Else (an address nobody vouches for): a new account under a
+///   placeholder address (`oidc-…@unverified.invalid`), so nobody can
+///   claim someone else's email here by typing it at a provider; it is
+///   never found by the email it claims (added to spaces by its id's
+///   placeholder only), and nobody is joined to it by email later.
+///
+/// An account made for the person follows the provider's permission on
+/// every sign-in; an account made here before keeps the permission this
+/// server gave it.
 pub async fn external_person(
     tx: &mut ScopedTx,
     person: &ExternalPerson<'_>,
 ) -> Result<Uuid, StoreError> {
-    // One first sign-in per person at a time: two requests of a person
-    // never seen would otherwise both find no link, and the second would
-    // take the account the first just made for someone else's.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 0))")
-        .bind(person.issuer)
-        .bind(person.subject)
-        .execute(&mut **tx)
-        .await?;
-    let linked: Option<Uuid> = sqlx::query_scalar(
-        "SELECT user_id FROM oidc_identities WHERE issuer = $1 AND subject = $2",
+    // One first sign-in per person, and per address, at a time: two
+    // requests of a person never seen would otherwise both find no link,
+    // and two people claiming one address would both find it free.
+    lock(tx, &format!("oidc {} {}", person.issuer, person.subject)).await?;
+    let linked: Option<(Uuid, bool)> = sqlx::query_as(
+        "SELECT user_id, made_account FROM oidc_identities WHERE issuer = $1 AND subject = $2",
     )
     .bind(person.issuer)
     .bind(person.subject)
     .fetch_optional(&mut **tx)
     .await?;
-    let user_id = match linked {
-        Some(id) => id,
+    let (user_id, made) = match linked {
+        Some(found) => found,
         None => {
             let email = person
                 .email
@@ -378,40 +386,90 @@ pub async fn external_person(
                 })?
                 .trim()
                 .to_lowercase();
-            if !email.contains('@') {
+            if !email.contains('@') || email.contains('\0') {
                 return Err(StoreError::Invalid(format!(
                     "{email:?} is not an email address"
                 )));
             }
-            let existing: Option<Uuid> =
-                sqlx::query_scalar("SELECT id FROM users WHERE email = $1")
-                    .bind(&email)
-                    .fetch_optional(&mut **tx)
-                    .await?;
-            let id = match existing {
-                Some(id) if person.email_verified => id,
-                Some(_) => {
-                    return Err(StoreError::Denied(format!(
-                        "an account with the email {email} exists and the provider does not say the address is verified"
-                    )));
+            let (id, made) = if person.email_verified {
+                lock(tx, &format!("email {email}")).await?;
+                let existing: Option<(Uuid, bool)> = sqlx::query_as(
+                    "SELECT u.id, EXISTS (SELECT 1 FROM oidc_identities i
+                                          WHERE i.user_id = u.id AND i.issuer = $2)
+                     FROM users u WHERE u.email = $1",
+                )
+                .bind(&email)
+                .bind(person.issuer)
+                .fetch_optional(&mut **tx)
+                .await?;
+                match existing {
+                    Some((_, true)) => {
+                        return Err(StoreError::Denied(format!(
+                            "the account with the email {email} is another person's sign-in at this provider"
+                        )));
+                    }
+                    Some((id, false)) => (id, false),
+                    None => (new_user(tx, &email, person.permission).await?, true),
                 }
-                None => upsert_user(tx, &email, Some(person.permission)).await?.id,
+            } else {
+                let placeholder: String = sqlx::query_scalar(
+                    "SELECT 'oidc-' || substr(encode(sha256(convert_to($1 || ' ' || $2, 'UTF8')), 'hex'), 1, 32)
+                            || '@unverified.invalid'",
+                )
+                .bind(person.issuer)
+                .bind(person.subject)
+                .fetch_one(&mut **tx)
+                .await?;
+                (new_user(tx, &placeholder, person.permission).await?, true)
             };
             sqlx::query(
-                "INSERT INTO oidc_identities (issuer, subject, user_id) VALUES ($1, $2, $3)",
+                "INSERT INTO oidc_identities (issuer, subject, user_id, made_account)
+                 VALUES ($1, $2, $3, $4)",
             )
             .bind(person.issuer)
             .bind(person.subject)
             .bind(id)
+            .bind(made)
             .execute(&mut **tx)
             .await?;
-            id
+            (id, made)
         }
     };
-    sqlx::query("UPDATE users SET permission = $2 WHERE id = $1 AND permission <> $2")
-        .bind(user_id)
-        .bind(person.permission)
+    if made {
+        sqlx::query("UPDATE users SET permission = $2 WHERE id = $1 AND permission <> $2")
+            .bind(user_id)
+            .bind(person.permission)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(user_id)
+}
+
+/// A transaction-long advisory lock on `key`.
+async fn lock(tx: &mut ScopedTx, key: &str) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(key)
         .execute(&mut **tx)
         .await?;
-    Ok(user_id)
+    Ok(())
+}
+
+/// A user that must not exist yet: one with the address already is a
+/// conflict, never an update.
+async fn new_user(
+    tx: &mut ScopedTx,
+    email: &str,
+    permission: Permission,
+) -> Result<Uuid, StoreError> {
+    sqlx::query_scalar(
+        "INSERT INTO users (email, permission) VALUES ($1, $2)
+         ON CONFLICT (email) DO NOTHING RETURNING id",
+    )
+    .bind(email)
+    .bind(permission)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or_else(|| {
+        StoreError::Conflict(format!("an account with the email {email} exists already"))
+    })
 }

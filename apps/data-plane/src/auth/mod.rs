@@ -311,7 +311,8 @@ async fn provider_caller(
     token: &str,
 ) -> Result<Caller, ApiError> {
     if let Some(session) = oidc.session(token) {
-        // A user deleted here since is refused, as with the server's own tokens.
+        // A user deleted here since is found afresh below: their provider
+        // still vouches for them, so they come back as at a first sign-in.
         if state.identities.get(session.user_id).await?.is_some() {
             return Ok(Caller {
                 user_id: session.user_id,
@@ -330,12 +331,18 @@ async fn provider_caller(
         permission: verified.permission,
     };
     let mut tx = state.db.begin(data_plane_store::Scope::System).await?;
+    // What the token says that the database will not take (a claim with a
+    // NUL, an address another person has) is the token's fault: 401.
     let user_id = match data_plane_store::identity::external_person(&mut tx, &person).await {
         Ok(id) => id,
-        Err(data_plane_store::StoreError::Invalid(m) | data_plane_store::StoreError::Denied(m)) => {
-            return Err(ApiError::invalid_token(m));
+        Err(e) => {
+            return Err(match e.fault() {
+                data_plane_store::Fault::Invalid(m)
+                | data_plane_store::Fault::Denied(m)
+                | data_plane_store::Fault::Conflict(m) => ApiError::invalid_token(m),
+                _ => e.into(),
+            });
         }
-        Err(e) => return Err(e.into()),
     };
     tx.commit().await?;
     let session = oidc::Session {

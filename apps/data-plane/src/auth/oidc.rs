@@ -87,6 +87,10 @@ pub struct OidcSettings {
     /// What a token's `aud` must contain.
     pub audience: String,
     pub email_claim: String,
+    /// Take the email claim as vouched for when the token says nothing of
+    /// it (providers whose administrators set every address, such as a
+    /// single-tenant Entra ID). `email_verified: false` is never overridden.
+    pub trust_email: bool,
     /// A claim name, or a dotted path into nested claims
     /// (`realm_access.roles`) when no claim has the whole name.
     pub role_claim: String,
@@ -123,6 +127,7 @@ impl OidcSettings {
             issuer: issuer.to_string(),
             audience: audience.to_string(),
             email_claim: "email".into(),
+            trust_email: false,
             role_claim: "roles".into(),
             roles: parse_roles("guest=guest,user=user,admin=admin,owner=owner")?,
             default_permission: Permission::User,
@@ -233,8 +238,8 @@ pub struct Endpoints {
 struct Reads {
     /// When the key set was last asked for, whether or not it came.
     last_attempt: Option<Instant>,
-    /// The discovery document, once read.
-    endpoints: Option<Endpoints>,
+    /// When the discovery document was last asked for and failed.
+    discovery_failed: Option<(Instant, String)>,
     /// Why the last read failed, for the refusal while no keys are held.
     last_error: Option<String>,
 }
@@ -248,6 +253,11 @@ struct Inner {
     settings: OidcSettings,
     http: reqwest::Client,
     keys: RwLock<Option<Arc<KeySet>>>,
+    /// The discovery document's endpoints once read, outside `reads`, so
+    /// the chat page's requests never wait on a read of the keys.
+    endpoints: RwLock<Option<Endpoints>>,
+    /// A background read of the keys is under way.
+    refreshing: std::sync::atomic::AtomicBool,
     reads: tokio::sync::Mutex<Reads>,
     remembered: Mutex<HashMap<[u8; 32], (Session, u64)>>,
 }
@@ -290,6 +300,8 @@ impl Oidc {
             settings,
             http,
             keys: RwLock::new(None),
+            endpoints: RwLock::new(None),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
             reads: tokio::sync::Mutex::new(Reads::default()),
             remembered: Mutex::new(HashMap::new()),
         })))
@@ -350,22 +362,36 @@ impl Oidc {
             ));
         }
         let kid = header.kid.as_deref();
-        if self.stale() {
-            // Failing keeps the keys held; the token is checked with them.
-            let _ = self.refresh(None).await;
+        if self.stale()
+            && !self
+                .0
+                .refreshing
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            // Read again beside the request: the token is checked with the
+            // keys held, and a provider that does not answer delays nobody.
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _ = me.refresh(None).await;
+                me.0.refreshing
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            });
         }
         let claims = match self.check(token, header.alg, kid) {
             Some(result) => result?,
             None => {
                 // A key this server does not hold: perhaps the provider
                 // rotated its keys. Read them again (rate-limited).
-                self.refresh(Some(kid)).await.map_err(|e| {
-                    format!("the OpenID provider's signing keys could not be read ({e})")
+                // The cause (addresses included) goes to the log only.
+                self.refresh(Some(kid)).await.map_err(|_| {
+                    "the OpenID provider's signing keys could not be read; try again shortly"
+                        .to_string()
                 })?;
                 self.check(token, header.alg, kid).unwrap_or_else(|| {
                     Err(match kid {
                         Some(kid) => format!(
-                            "the token's signing key {kid:?} is not one of the issuer's keys"
+                            "the token's signing key {:?} is not one of the issuer's keys",
+                            kid.chars().take(64).collect::<String>()
                         ),
                         None => {
                             "none of the issuer's keys can check the token's signature".to_string()
@@ -445,11 +471,17 @@ impl Oidc {
             .get(&settings.email_claim)
             .and_then(Value::as_str)
             .map(str::to_string);
-        // Some providers send the flag as the string "true".
-        let email_verified = match claims.get("email_verified") {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
-            _ => false,
+        // `email_verified` vouches for `email` only, never for another
+        // claim the deployment reads the address from. Some providers send
+        // the flag as the string "true".
+        let flag = match claims.get("email_verified") {
+            Some(Value::Bool(b)) => Some(*b),
+            Some(Value::String(s)) => Some(s.eq_ignore_ascii_case("true")),
+            _ => None,
+        };
+        let email_verified = match flag {
+            Some(said) => said && settings.email_claim == "email",
+            None => settings.trust_email,
         };
         let values = role_values(claims, &settings.role_claim);
         let mut permission = None::<Permission>;
@@ -532,16 +564,51 @@ impl Oidc {
 
     /// The provider's endpoints, its discovery document read the first
     /// time they are asked for.
+    /// Asked by anyone (the chat page, unauthenticated), so a document that
+    /// failed is not asked for again within `refetch_interval`.
     pub async fn endpoints(&self) -> Result<Endpoints, String> {
+        if let Some(endpoints) = self.held_endpoints() {
+            return Ok(endpoints);
+        }
         let mut reads = self.0.reads.lock().await;
         self.discover(&mut reads).await
     }
 
+    fn held_endpoints(&self) -> Option<Endpoints> {
+        self.0
+            .endpoints
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     async fn discover(&self, reads: &mut Reads) -> Result<Endpoints, String> {
-        if let Some(endpoints) = &reads.endpoints {
-            return Ok(endpoints.clone());
+        if let Some(endpoints) = self.held_endpoints() {
+            return Ok(endpoints);
         }
+        if let Some((at, e)) = &reads.discovery_failed
+            && at.elapsed() < self.0.settings.refetch_interval
+        {
+            return Err(e.clone());
+        }
+        let found = self.read_discovery().await;
+        match &found {
+            Ok(endpoints) => {
+                *self
+                    .0
+                    .endpoints
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(endpoints.clone());
+                reads.discovery_failed = None;
+            }
+            Err(e) => reads.discovery_failed = Some((Instant::now(), e.clone())),
+        }
+        found
+    }
+
+    async fn read_discovery(&self) -> Result<Endpoints, String> {
         let settings = &self.0.settings;
+        let https = settings.issuer.starts_with("https://");
         let url = format!(
             "{}/.well-known/openid-configuration",
             settings.issuer.trim_end_matches('/')
@@ -559,6 +626,12 @@ impl Oidc {
                 None => Ok(None),
                 Some(uri) => {
                     check_url(uri).map_err(|e| format!("the discovery document's {name}: {e}"))?;
+                    // An https issuer's endpoints are https too.
+                    if https && !uri.starts_with("https://") {
+                        return Err(format!(
+                            "the discovery document's {name} {uri} is not https://"
+                        ));
+                    }
                     Ok(Some(uri.to_string()))
                 }
             }
@@ -570,7 +643,6 @@ impl Oidc {
             end_session_endpoint: endpoint("end_session_endpoint")?,
             revocation_endpoint: endpoint("revocation_endpoint")?,
         };
-        reads.endpoints = Some(endpoints.clone());
         Ok(endpoints)
     }
 

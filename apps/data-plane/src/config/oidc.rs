@@ -69,6 +69,17 @@ pub struct OidcArgs {
     )]
     pub oidc_email_claim: String,
 
+    /// Take the email claim as vouched for when tokens say nothing of it
+    /// (no `email_verified`): for providers whose administrators set every
+    /// address. Tokens saying `email_verified: false` stay unverified.
+    #[arg(
+        long,
+        env = "DATA_PLANE_OIDC_TRUST_EMAIL",
+        global = true,
+        default_value_t = false
+    )]
+    pub oidc_trust_email: bool,
+
     /// The chat page's client at the provider (public, authorization code
     /// with PKCE). Unset: the page offers no "Sign in".
     #[arg(long, env = "DATA_PLANE_OIDC_CLIENT_ID", global = true)]
@@ -96,7 +107,7 @@ pub struct OidcArgs {
     pub oidc_page_token: String,
 
     /// The least seconds between two reads of the provider's keys for a
-    /// token naming a key the server does not hold.
+    /// token naming a key the server does not hold (at least 1).
     #[arg(
         long,
         env = "DATA_PLANE_OIDC_REFETCH_SECS",
@@ -160,7 +171,10 @@ impl OidcArgs {
                 "DATA_PLANE_OIDC_PAGE_TOKEN is {other:?}; expected access_token or id_token"
             ),
         };
-        settings.refetch_interval = Duration::from_secs(self.oidc_refetch_secs);
+        // Never 0: the interval is what keeps tokens naming made-up keys
+        // from turning into a read of the provider each.
+        settings.refetch_interval = Duration::from_secs(self.oidc_refetch_secs.max(1));
+        settings.trust_email = self.oidc_trust_email;
         Ok(Some(settings))
     }
 }
@@ -169,4 +183,94 @@ fn nonempty(name: &str, value: &str) -> anyhow::Result<String> {
     let value = value.trim();
     anyhow::ensure!(!value.is_empty(), "{name} is empty");
     Ok(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        oidc: OidcArgs,
+    }
+
+    fn settings(args: &[&str]) -> anyhow::Result<Option<OidcSettings>> {
+        let cli = Cli::try_parse_from(std::iter::once("data-plane").chain(args.iter().copied()))?;
+        cli.oidc.settings()
+    }
+
+    #[test]
+    fn no_issuer_no_provider() {
+        assert!(settings(&[]).unwrap().is_none());
+        let orphan = settings(&["--oidc-client-id", "page"]).unwrap_err();
+        assert!(
+            orphan.to_string().contains("DATA_PLANE_OIDC_ISSUER"),
+            "{orphan}"
+        );
+    }
+
+    #[test]
+    fn every_setting_is_read_and_checked() {
+        let s = settings(&[
+            "--oidc-issuer",
+            "https://id.example.com/realms/work",
+            "--oidc-audience",
+            "data-plane",
+            "--oidc-role-claim",
+            "realm_access.roles",
+            "--oidc-roles",
+            "dp-admin=admin,staff=user",
+            "--oidc-max-permission",
+            "admin",
+            "--oidc-default-permission",
+            "guest",
+            "--oidc-client-id",
+            "page",
+            "--oidc-scopes",
+            "openid, email api://x/access",
+            "--oidc-page-token",
+            "id_token",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.issuer, "https://id.example.com/realms/work");
+        assert_eq!(s.role_claim, "realm_access.roles");
+        assert_eq!(s.roles.len(), 2);
+        assert_eq!(s.max_permission, Permission::Admin);
+        assert_eq!(s.default_permission, Permission::Guest);
+        assert_eq!(s.client_id.as_deref(), Some("page"));
+        assert_eq!(s.scopes, ["openid", "email", "api://x/access"]);
+        assert_eq!(s.page_token, PageToken::Id);
+
+        let base = [
+            "--oidc-issuer",
+            "https://id.example.com",
+            "--oidc-audience",
+            "api",
+        ];
+        let with = |extra: &[&str]| {
+            let mut args = base.to_vec();
+            args.extend_from_slice(extra);
+            settings(&args).unwrap_err().to_string()
+        };
+        assert!(with(&["--oidc-max-permission", "root"]).contains("MAX_PERMISSION"));
+        assert!(with(&["--oidc-default-permission", "admin"]).contains("above"));
+        assert!(with(&["--oidc-roles", "x"]).contains("DATA_PLANE_OIDC_ROLES"));
+        assert!(with(&["--oidc-page-token", "refresh"]).contains("PAGE_TOKEN"));
+        let no_audience = settings(&["--oidc-issuer", "https://id.example.com"]).unwrap_err();
+        assert!(
+            no_audience.to_string().contains("AUDIENCE"),
+            "{no_audience}"
+        );
+        let plain = settings(&[
+            "--oidc-issuer",
+            "http://id.example.com",
+            "--oidc-audience",
+            "a",
+        ])
+        .unwrap_err();
+        assert!(plain.to_string().contains("https://"), "{plain}");
+    }
 }

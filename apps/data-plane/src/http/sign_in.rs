@@ -101,7 +101,14 @@ pub async fn config(State(state): State<AppState>, headers: HeaderMap) -> Respon
             // its own to the provider before it sends the person there.
             let (endpoints, error) = match oidc.endpoints().await {
                 Ok(e) => (json!(e), Value::Null),
-                Err(e) => (Value::Null, json!(e)),
+                Err(e) => {
+                    // The cause (the provider's addresses) stays in the log.
+                    tracing::warn!(error = %e, "the OpenID provider's discovery document could not be read");
+                    (
+                        Value::Null,
+                        json!("the sign-in provider cannot be reached; try again shortly"),
+                    )
+                }
             };
             json!({
                 "issuer": s.issuer,
