@@ -2,7 +2,7 @@
 # One-command set-up of a Debian bookworm machine for data-plane: packages,
 # pgvector, the PostgreSQL 15 cluster, roles and database, the embedding model,
 # the demo corpus and the node tests' packages (chromium with playwright-core
-# for the chat page, the AI SDK for its stream).
+# for the chat page, the AI SDK for its stream, oidc-provider for sign-in).
 # Every step checks before it acts, so a second run only checks and takes
 # seconds. Needs root (or sudo). Noisy output goes to
 # .data/build/setup.log; the terminal gets one line per step.
@@ -101,9 +101,10 @@ if [[ ! "$DEMO_MANUAL_PAGES" =~ ^[0-9]+$ ]]; then
     echo "setup: DEMO_MANUAL_PAGES must be a whole number, got '$DEMO_MANUAL_PAGES'" >&2
     exit 2
 fi
-# The node tests: Debian's chromium driven by playwright-core (the chat page)
-# and the AI SDK's client (`ai`, the UI message stream), as this folder's
-# package-lock.json pins them.
+# The node tests: Debian's chromium driven by playwright-core (the chat page),
+# the AI SDK's client (`ai`, the UI message stream) and oidc-provider (the
+# OpenID provider the sign-in tests run), as this folder's package-lock.json
+# pins them.
 E2E_DIR="$root/apps/data-plane/tests/e2e"
 E2E_MARKER="$E2E_DIR/node_modules/.data-plane-lock-sha256"
 # The API fuzzer (schemathesis, from PyPI) that apps/data-plane/tests/fuzz_api.rs
