@@ -338,6 +338,16 @@ async fn a_providers_tokens_sign_people_in_beside_the_servers_own_and_its_keys_r
     let signed_by_old = p.sign(json!({}), json!({"sub": "bob"})).await;
     let new_kid = p.rotate().await;
     assert_ne!(old_kid, new_kid);
+    // Tokens of a provider that names no key: the new key is read for
+    // one too.
+    let kidless = p
+        .sign(
+            json!({"kid": null}),
+            json!({"sub": "bob", "email": "bob@example.com"}),
+        )
+        .await;
+    let (status, _, body) = get(&format!("{base}/v1/spaces"), &kidless).await;
+    assert_eq!(status, 200, "{body}");
     let bob = sign_in(&p, "bob").await;
     assert_eq!(kid_of(&bob.access_token), new_kid);
     let (status, _, body) = get(&format!("{base}/v1/spaces"), &bob.access_token).await;

@@ -26,6 +26,9 @@ use uuid::Uuid;
 /// token's `exp` and `nbf` are allowed.
 pub const CLOCK_SKEW_SECS: u64 = 60;
 
+/// The refusal of a signature no key held verifies.
+const BAD_SIGNATURE: &str = "the token's signature does not verify";
+
 /// The key set is read again after this long, on the next token.
 const KEYS_MAX_AGE: Duration = Duration::from_secs(3600);
 
@@ -378,7 +381,14 @@ impl Oidc {
             });
         }
         let claims = match self.check(token, header.alg, kid) {
-            Some(result) => result?,
+            Some(Ok(claims)) => claims,
+            // A token without `kid` whose signature no key held checks may
+            // be signed by a key the provider rotated in.
+            Some(Err(e)) if kid.is_none() && e == BAD_SIGNATURE => {
+                let _ = self.refresh(Some(None)).await;
+                self.check(token, header.alg, kid).unwrap_or(Err(e))?
+            }
+            Some(Err(e)) => return Err(e),
             None => {
                 // A key this server does not hold: perhaps the provider
                 // rotated its keys. Read them again (rate-limited).
@@ -510,9 +520,9 @@ impl Oidc {
     }
 
     /// Reads the key set again unless it was asked for less than
-    /// `refetch_interval` ago; `wanted` is the key a token names (`None`
-    /// inside: a token without `kid`), for skipping the read when another
-    /// request's read already brought it.
+    /// `refetch_interval` ago; `wanted` is the key a token names, for
+    /// skipping the read when another request's read already brought it
+    /// (`Some(None)`: a token without `kid`, which no key held verified).
     async fn refresh(&self, wanted: Option<Option<&str>>) -> Result<(), String> {
         let mut reads = self.0.reads.lock().await;
         let held = self
@@ -521,11 +531,8 @@ impl Oidc {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        if let (Some(set), Some(kid)) = (&held, wanted)
-            && set
-                .keys
-                .iter()
-                .any(|k| kid.is_none() || k.kid.as_deref() == kid)
+        if let (Some(set), Some(Some(kid))) = (&held, wanted)
+            && set.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
             && set.read_at.elapsed() < KEYS_MAX_AGE
         {
             // Read while this request waited its turn.
@@ -724,7 +731,7 @@ fn refusal(e: &jsonwebtoken::errors::Error, settings: &OidcSettings) -> String {
             "the token is not meant for this server (its audience is not {})",
             settings.audience
         ),
-        ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
+        ErrorKind::InvalidSignature => BAD_SIGNATURE.into(),
         ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim} claim"),
         ErrorKind::InvalidAlgorithm => "the token's algorithm does not match its key".into(),
         _ => "the token is not valid".into(),
