@@ -68,7 +68,7 @@ lint: ## formatting, clippy (warnings as errors), the crate layering and shellch
 	cargo clippy --workspace --all-targets -- -D warnings
 	bash scripts/check_layers.sh
 	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing; make setup installs it" >&2; exit 1; }
-	shellcheck scripts/*.sh benches/*.sh .ci/run
+	shellcheck -x scripts/*.sh benches/*.sh benches/lib/*.sh .ci/run
 
 bench: setup ## set up, then run every benchmark program in benches/
 	bash scripts/bench.sh

@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
-if ! command -v wrk >/dev/null; then
-    echo "installing wrk (Debian package) for the load" >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends wrk >/dev/null
-fi
+# shellcheck source=benches/lib/wrk.sh
+source benches/lib/wrk.sh
 cargo build --release -q -p data-plane --example bench_calls
 RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/examples/bench_calls" "${BENCH_SECONDS:-8}"

@@ -6,10 +6,7 @@
 # chunks (100,000). BENCH_SECONDS sets each run's length. docs/operations.md, "Replicas behind a balancer".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
-if ! command -v wrk >/dev/null; then
-    echo "installing wrk (Debian package) for the load" >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends wrk >/dev/null
-fi
+# shellcheck source=benches/lib/wrk.sh
+source benches/lib/wrk.sh
 cargo build --release -q -p data-plane --bin data-plane --example bench_replicas
 "${CARGO_TARGET_DIR:-target}"/release/examples/bench_replicas "${BENCH_SECONDS:-8}"

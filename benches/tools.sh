@@ -15,11 +15,8 @@ BASE="http://127.0.0.1:$PORT"
 DATA=.data/bench/http
 OWNER_URL="${DATA_PLANE_TEST_OWNER_URL:-postgres://data_plane_owner:data_plane_owner@127.0.0.1:5432/postgres?sslmode=disable}"
 
-as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
-if ! command -v wrk >/dev/null; then
-    echo "installing wrk (Debian package) for the load" >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends wrk >/dev/null
-fi
+# shellcheck source=benches/lib/wrk.sh
+source benches/lib/wrk.sh
 
 # The corpus (database and keyword index) comes from the search benchmark.
 if ! psql "$OWNER_URL" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'" | grep -q 1; then

@@ -14,7 +14,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use data_plane_agent::testing::tool_calls_reply;
@@ -23,7 +22,6 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
-    let python = common::mcp_python();
     // analyze_document's sub-agent: reads, answers; then, for the call the
     // client cancels, starts an answer it never finishes.
     let model = FakeModel::start().await;
@@ -63,26 +61,17 @@ async fn the_mcp_python_sdk_lists_calls_follows_progress_and_cancels() {
         r.headers()
     );
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let output = tokio::process::Command::new(&python)
-        .arg(&script)
-        .env("DATA_PLANE_URL", base)
-        .env("USER_TOKEN", token)
-        .env("SPACE_ID", space.to_string())
-        .env("DOCUMENT_ID", doc.to_string())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(90), output)
-        .await
-        .expect("the SDK's client finished within 90 s")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "client.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (space, doc) = (space.to_string(), doc.to_string());
+    let got = common::mcp_script(
+        "client.py",
+        &[
+            ("DATA_PLANE_URL", base),
+            ("USER_TOKEN", token),
+            ("SPACE_ID", &space),
+            ("DOCUMENT_ID", &doc),
+        ],
+    )
+    .await;
 
     // Refused without a token (the 401 itself is checked above; the SDK
     // reports it as an error response).

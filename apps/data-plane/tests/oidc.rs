@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -633,24 +632,11 @@ async fn mcp_clients_find_the_provider_and_the_python_sdk_signs_in_through_it() 
         .unwrap();
     assert_eq!(api["resource"], base);
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/oauth_client.py");
-    let output = tokio::process::Command::new(common::mcp_python())
-        .arg(&script)
-        .env("DATA_PLANE_URL", &base)
-        .env("LOGIN", "alice")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(90), output)
-        .await
-        .expect("the SDK's client finished within 90 s")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "oauth_client.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let got = common::mcp_script(
+        "oauth_client.py",
+        &[("DATA_PLANE_URL", &base), ("LOGIN", "alice")],
+    )
+    .await;
     // The SDK registered itself, was sent to the provider's login page,
     // and came back with a token for this server.
     assert_eq!(got["login_page"], true, "{got:#}");

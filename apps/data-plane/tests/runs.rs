@@ -32,19 +32,6 @@ use uuid::Uuid;
 /// The monitoring's service token, for `/metrics`.
 const MONITOR: &str = "monitor-token-0123456789abcdef";
 
-/// `GET /metrics` as the monitoring.
-async fn metrics(base: &str) -> String {
-    reqwest::Client::new()
-        .get(format!("{base}/metrics"))
-        .bearer_auth(MONITOR)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 struct World {
     test: TestDatabase,
     jwt: JwtKeys,
@@ -921,7 +908,7 @@ async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
     let run_id = turn.run_id.clone().unwrap();
     turn.until("approval_request").await;
     // The monitoring sees the run and its waiting call.
-    let shown = metrics(&base).await;
+    let shown = common::metrics(&base, MONITOR).await;
     assert!(
         shown.contains("data_plane_chat_runs_running 1\n"),
         "{shown}"
@@ -934,7 +921,7 @@ async fn stop_ends_a_run_in_the_middle_of_a_sub_agent_and_of_a_waiting_call() {
     assert_eq!((status, body["status"].as_str()), (200, Some("stopped")));
     let rest = turn.rest().await;
     assert_eq!(kinds(&rest), ["approval_result", "done"]);
-    let shown = metrics(&base).await;
+    let shown = common::metrics(&base, MONITOR).await;
     assert!(
         shown.contains("data_plane_chat_runs_running 0\n"),
         "{shown}"

@@ -352,9 +352,11 @@ pub async fn guide_server(email: &str, model_url: String, shipped_prompt: bool) 
     }
 }
 
-/// The Python of the venv `make setup` builds with the official MCP Python
-/// SDK (.data/mcp/venv), or a failure that says how to get it.
-pub fn mcp_python() -> std::path::PathBuf {
+/// Runs `tests/mcp/{script}` with the Python of the venv `make setup`
+/// builds with the official MCP Python SDK (.data/mcp/venv), with `envs`,
+/// for at most 90 s; it must succeed, and what it prints is one JSON
+/// object, answered. A missing venv fails, saying how to get it.
+pub async fn mcp_script(script: &str, envs: &[(&str, &str)]) -> serde_json::Value {
     let python =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.data/mcp/venv/bin/python");
     assert!(
@@ -362,5 +364,23 @@ pub fn mcp_python() -> std::path::PathBuf {
         "this test needs the MCP Python SDK in {}: run `make setup`",
         python.display()
     );
-    python
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
+    let output = tokio::process::Command::new(&python)
+        .arg(&path)
+        .envs(envs.iter().copied())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(90), output)
+        .await
+        .expect("the SDK's client finished within 90 s")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
