@@ -663,3 +663,36 @@ async fn mcp_clients_find_the_provider_and_the_python_sdk_signs_in_through_it() 
     tx.commit().await.unwrap();
     assert_eq!(linked, 1);
 }
+
+#[tokio::test]
+async fn without_a_provider_there_is_no_metadata_and_no_sign_in() {
+    let server = common::start().await;
+    let base = &server.base;
+    let r = reqwest::get(format!("{base}/.well-known/oauth-protected-resource/mcp"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("DATA_PLANE_OIDC_ISSUER"),
+        "{body}"
+    );
+    let config: Value = reqwest::get(format!("{base}/v1/auth/config"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config, json!({"oidc": null}));
+    // A refusal still names its error, and points nowhere.
+    let (status, challenge, _) = get(&format!("{base}/v1/spaces"), "not-a-jwt").await;
+    assert_eq!(status, 401);
+    assert!(
+        challenge.contains(r#"error="invalid_token""#),
+        "{challenge}"
+    );
+    assert!(!challenge.contains("resource_metadata"), "{challenge}");
+}
