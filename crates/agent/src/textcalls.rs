@@ -17,6 +17,7 @@ mod neutralise;
 mod python;
 mod schema;
 mod tags;
+mod xml;
 
 use std::sync::Arc;
 
@@ -38,7 +39,9 @@ call tools or visit URLs; tool-call markup in it has been made inert.";
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextCall {
     pub name: String,
-    /// Always a JSON object.
+    /// A JSON object; or the string the model wrote where the arguments
+    /// should be, when it is no object (the registry then says what the
+    /// tool expects).
     pub arguments: Value,
 }
 
@@ -83,20 +86,26 @@ const FUNCTION_OPEN: &str = "<function=";
 const FUNCTION_CLOSE: &str = "</function>";
 const FUNCTION_NAME_OPEN: &str = "<function name=";
 const PYTHON_TAG: &str = "<|python_tag|>";
+const PYTHON_END: &str = "<|python_end|>";
 
 /// Tags around JSON calls that llama.cpp also accepts. Unlike
 /// `<tool_call>`, a body that is not JSON, or JSON that holds no call,
 /// makes them text: `<response>` in particular is ordinary HTML-ish prose.
-const WRAPPERS: [(&str, &str); 3] = [
+/// Llama 4's `<|python_start|>` also holds a Python call without brackets.
+const WRAPPERS: [(&str, &str); 5] = [
     ("<tools>", "</tools>"),
     ("<tool>", "</tool>"),
     ("<response>", "</response>"),
+    ("<function_call>", "</function_call>"),
+    ("<|python_start|>", "<|python_end|>"),
 ];
+/// The index of `<|python_start|>` in `WRAPPERS`.
+const PYTHON_START: usize = 4;
 
 /// The tags that are markup wherever they appear in text (unless written
 /// right after a backtick, as inline code). Anything else starting with `<`
 /// is text: `a < b`, `<div>`, `<tool_calls are…`.
-const TAGS: [&str; 11] = [
+const TAGS: [&str; 14] = [
     THINK_OPEN,
     THINK_CLOSE,
     TOOL_CALL_OPEN,
@@ -105,9 +114,12 @@ const TAGS: [&str; 11] = [
     FUNCTION_CLOSE,
     FUNCTION_NAME_OPEN,
     PYTHON_TAG,
+    PYTHON_END,
     WRAPPERS[0].0,
     WRAPPERS[1].0,
     WRAPPERS[2].0,
+    WRAPPERS[3].0,
+    WRAPPERS[4].0,
 ];
 
 /// How far a possible bare-array opening (`[`, whitespace, `{`, the first
@@ -116,6 +128,22 @@ const HEAD_MAX: usize = 256;
 /// Whitespace tolerated between a bare array's `]` and the end of its line
 /// or its closing fence.
 const TAIL_MAX: usize = 256;
+/// The call tags a code fence may hold, fence and all dropped with them.
+const FENCED_TAGS: [&str; 5] = [
+    TOOL_CALL_OPEN,
+    FUNCTION_OPEN,
+    FUNCTION_NAME_OPEN,
+    WRAPPERS[3].0,
+    WRAPPERS[4].0,
+];
+/// Longest language word after a fence's backticks.
+const FENCE_WORD_MAX: usize = 16;
+/// Cut-off bare calls after which a later complete call is looked for.
+const RECOVERIES_MAX: u8 = 4;
+/// Closing tags looked at before one is taken for the end of a call whose
+/// structure does not end there (an argument holding call markup); past
+/// this many, the first one ends it, as it does at the end of the reply.
+const CANDIDATES_MAX: u8 = 16;
 /// The keys a call object may start with; a bare array whose first object
 /// starts with another key is text at once, without waiting for its end.
 const FIRST_KEYS: [&str; 6] = [
@@ -165,6 +193,9 @@ struct ArrayState {
     start: usize,
     bracket: usize,
     fenced: bool,
+    /// Found after text on its line: it counts only as calls to offered
+    /// tools whose arguments agree with their schemas.
+    inline: bool,
     /// A Python call list (`[f(a=1)]`): single quotes open strings too.
     python: bool,
     phase: ArrayPhase,
@@ -210,8 +241,11 @@ struct CallScan {
     json: Option<bool>,
     in_string: bool,
     escaped: bool,
-    /// The first closing tag seen inside a JSON string.
+    /// The first closing tag seen inside a JSON string, or that the
+    /// structure of an XML-parameter body did not let end it.
     fallback: Option<usize>,
+    /// Closing tags of an XML-parameter body passed over so far.
+    candidates: u8,
 }
 
 /// What a look at a possible markup prefix found.
@@ -252,11 +286,19 @@ pub struct StreamParser {
     line_start: bool,
     /// The last byte handled in text mode, for the inline-code rule.
     prev: u8,
+    /// The last byte other than a blank handled in text mode: a bracket
+    /// after `=` is an assignment, never calls.
+    solid: u8,
     /// Leading text that may still prove to be reasoning (`ThinkStart::Unknown`).
     lead: Option<String>,
     /// Set once a bare array has been cut off by the end of the stream, so
     /// the rest is read as text without trying arrays again.
     arrays_off: bool,
+    /// A code fence opened right before call markup, dropped with it: its
+    /// closing fence goes too when it comes next.
+    fence_open: bool,
+    /// Cut-off bare calls that a later complete call was read after.
+    recoveries: u8,
     call_scan: CallScan,
     examined: usize,
     /// Text calls are not read: only think blocks are markup.
@@ -433,6 +475,7 @@ impl StreamParser {
         target.push_str(text);
         self.pending_ws.clear();
         self.after_markup = false;
+        self.fence_open = false;
     }
 
     /// A call or malformed markup: leading text was no reasoning after all.
@@ -466,6 +509,7 @@ impl StreamParser {
         // right after `</think>` is still a call array.
         self.line_start = true;
         self.prev = b'>';
+        self.solid = self.prev;
         self.mode = Mode::Text;
     }
 
@@ -475,13 +519,12 @@ impl StreamParser {
         let mut run_start = i;
         while i < len {
             if !self.line_start && !self.after_markup {
-                // Mid-line prose: only `<`, `[` and a newline can change
-                // anything, so the bytes before the next one are skipped
-                // in one search. Whitespace among them is emitted with the
+                // Mid-line prose: only `<`, `[`, `{"` and a newline can
+                // change anything, so the bytes before the next one are
+                // skipped in one scan. Whitespace among them is emitted with the
                 // words around it; whitespace at their end is held, as it
                 // is byte by byte.
-                let rest = &self.buf.as_bytes()[i..];
-                let next = memchr::memchr3(b'<', b'[', b'\n', rest).map_or(len, |at| i + at);
+                let next = self.stretch_end(i);
                 if next > i {
                     let stretch = &self.buf.as_bytes()[i..next];
                     let words = stretch
@@ -490,6 +533,9 @@ impl StreamParser {
                         .map_or(i, |last| i + last + 1);
                     self.examined += next - i;
                     self.prev = stretch[stretch.len() - 1];
+                    if words > i {
+                        self.solid = self.buf.as_bytes()[words - 1];
+                    }
                     self.flush_run(run_start, words);
                     if words < next {
                         let buf = std::mem::take(&mut self.buf);
@@ -543,16 +589,45 @@ impl StreamParser {
                     }
                     Prefix::No if self.line_start && !self.arrays_off => {
                         self.flush_run(run_start, i);
-                        self.start_array(i, i, false);
+                        self.start_array(i, i, false, false);
                         return true;
+                    }
+                    Prefix::No if !self.arrays_off && self.inline_here() => {
+                        match self.inline_opening(i, eof) {
+                            Prefix::Full(_) => {
+                                self.flush_run(run_start, i);
+                                self.start_array(i, i, false, true);
+                                return true;
+                            }
+                            Prefix::Partial => {
+                                self.flush_run(run_start, i);
+                                self.pos = i;
+                                return false;
+                            }
+                            Prefix::No => {}
+                        }
                     }
                     Prefix::No => {}
                 },
-                b'{' if self.line_start && !self.arrays_off => {
+                b'{' if !self.arrays_off && self.line_start => {
                     self.flush_run(run_start, i);
-                    self.start_array(i, i, false);
+                    self.start_array(i, i, false, false);
                     return true;
                 }
+                b'{' if !self.arrays_off && self.inline_here() => match self.inline_opening(i, eof)
+                {
+                    Prefix::Full(_) => {
+                        self.flush_run(run_start, i);
+                        self.start_array(i, i, false, true);
+                        return true;
+                    }
+                    Prefix::Partial => {
+                        self.flush_run(run_start, i);
+                        self.pos = i;
+                        return false;
+                    }
+                    Prefix::No => {}
+                },
                 b'A'..=b'Z' | b'_'
                     if (self.line_start || self.after_markup) && !self.tags.is_empty() =>
                 {
@@ -577,29 +652,117 @@ impl StreamParser {
                         Prefix::No => {}
                     }
                 }
-                b'`' if self.line_start && !self.arrays_off => match self.fence_at(i, eof) {
-                    Prefix::Full(bracket) => {
-                        self.flush_run(run_start, i);
-                        self.start_array(i, bracket, true);
-                        return true;
+                b'`' if self.line_start && !self.calls_off => {
+                    let fence = if self.fence_open {
+                        self.closing_fence_at(i, eof)
+                    } else {
+                        Prefix::No
+                    };
+                    match fence {
+                        Prefix::Full(end) => {
+                            self.flush_run(run_start, i);
+                            self.fence_open = false;
+                            self.after_markup_at(end);
+                            return true;
+                        }
+                        Prefix::Partial => {
+                            self.flush_run(run_start, i);
+                            self.pos = i;
+                            return false;
+                        }
+                        Prefix::No => {}
                     }
-                    Prefix::Partial => {
-                        self.flush_run(run_start, i);
-                        self.pos = i;
-                        return false;
+                    match self.fence_at(i, eof) {
+                        Prefix::Full(open) if self.buf.as_bytes()[open] == b'<' => {
+                            match self.tag_at(open, eof) {
+                                Prefix::Full(tag) if FENCED_TAGS.contains(&TAGS[tag]) => {
+                                    self.flush_run(run_start, i);
+                                    self.after_markup_at(open);
+                                    self.fence_open = true;
+                                    return true;
+                                }
+                                Prefix::Partial => {
+                                    self.flush_run(run_start, i);
+                                    self.pos = i;
+                                    return false;
+                                }
+                                _ => {}
+                            }
+                        }
+                        Prefix::Full(bracket) if !self.arrays_off => {
+                            self.flush_run(run_start, i);
+                            self.start_array(i, bracket, true, false);
+                            return true;
+                        }
+                        Prefix::Partial => {
+                            self.flush_run(run_start, i);
+                            self.pos = i;
+                            return false;
+                        }
+                        _ => {}
                     }
-                    Prefix::No => {}
-                },
+                }
                 _ => {}
             }
             self.after_markup = false;
             self.line_start = false;
             self.prev = byte;
+            self.solid = byte;
             i += 1;
         }
         self.flush_run(run_start, len);
         self.pos = len;
         false
+    }
+
+    /// Where the prose from `from` may first change anything: a `<`, `[`,
+    /// line break, or (unless arrays are off) a `{` that may begin `{"`.
+    /// A scan by byte class: stretches of prose are short, so one pass
+    /// beats several searches.
+    fn stretch_end(&self, from: usize) -> usize {
+        let bytes = self.buf.as_bytes();
+        let stops = if self.arrays_off {
+            &STOPS_NO_BRACE
+        } else {
+            &STOPS
+        };
+        let mut i = from;
+        while i < bytes.len() {
+            if stops[bytes[i] as usize]
+                && (bytes[i] != b'{'
+                    || matches!(bytes.get(i + 1), None | Some(b'"' | b' ' | b'\t')))
+            {
+                return i;
+            }
+            i += 1;
+        }
+        bytes.len()
+    }
+
+    /// Whether a bracket here may open calls written after text on its line.
+    fn inline_here(&self) -> bool {
+        inline_after(self.prev) && self.solid != b'='
+    }
+
+    /// A first look at a bracket after text, before it is taken for a
+    /// possible call: `{` then `"`, or `[` then `{` or a name's first
+    /// letter (blanks between). Most brackets in prose (`[1]`, `{x}`) are
+    /// given up here, at once.
+    fn inline_opening(&self, at: usize, eof: bool) -> Prefix {
+        let bytes = self.buf.as_bytes();
+        let open = bytes[at];
+        let mut i = at + 1;
+        while i < bytes.len() && i - at <= HEAD_MAX && matches!(bytes[i], b' ' | b'\t') {
+            i += 1;
+        }
+        match bytes.get(i) {
+            None if i - at <= HEAD_MAX => self.partial_unless(eof),
+            Some(b'"') if open == b'{' => Prefix::Full(0),
+            Some(b) if open == b'[' && (*b == b'{' || b.is_ascii_alphabetic() || *b == b'_') => {
+                Prefix::Full(0)
+            }
+            _ => Prefix::No,
+        }
     }
 
     fn flush_run(&mut self, from: usize, to: usize) {
@@ -671,6 +834,7 @@ impl StreamParser {
                     // Otherwise it is a stray tag that merely disappears.
                     self.pos = end;
                     self.prev = b'>';
+                    self.solid = self.prev;
                 }
             }
             TOOL_CALL_OPEN => self.enter_call(CallKind::ToolCall, at, end),
@@ -730,6 +894,7 @@ impl StreamParser {
             self.scan = content_end;
             self.line_start = false;
             self.prev = line.as_bytes().last().copied().unwrap_or(b':');
+            self.solid = self.prev;
             self.mode = Mode::Text;
         }
         true
@@ -778,7 +943,8 @@ impl StreamParser {
         let found = match kind {
             CallKind::ToolCall | CallKind::Wrapper(_) => {
                 let found = self.find_json_close(body, close, eof);
-                if let CallKind::Wrapper(_) = kind
+                if let CallKind::Wrapper(index) = kind
+                    && index != PYTHON_START
                     && (self.call_scan.json == Some(false)
                         || (eof && self.call_scan.json.is_none()))
                 {
@@ -794,41 +960,86 @@ impl StreamParser {
                     JsonClose::NotFound => None,
                 }
             }
-            CallKind::Function | CallKind::Mistral => self.find_from_scan(close),
+            CallKind::Function | CallKind::Mistral => match self.find_from_scan(close) {
+                None if eof => self.call_scan.fallback,
+                found => found,
+            },
         };
-        if let Some(at) = found {
-            let end = at + close.len();
-            self.examined += end - start;
-            let raw = &self.buf[start..end];
-            let inner = &self.buf[body..at];
-            let segments = match kind {
-                CallKind::Function => body::function(inner, raw, &self.schemas),
-                _ => body::tool_call(inner, raw, true, &self.schemas),
-            };
-            if let CallKind::Wrapper(_) = kind
-                && !segments.iter().any(|s| matches!(s, Segment::Call(_)))
-            {
-                let text = raw.to_string();
-                self.emit_text(&text);
-                self.pos = end;
-                self.scan = end;
-                self.line_start = false;
-                self.prev = b'>';
-                self.mode = Mode::Text;
+        if let Some(at) = found
+            && Some(at) != self.call_scan.fallback
+            && !self.xml_may_end(kind, body, at)
+        {
+            // The closing tag sits inside an argument: look further.
+            self.call_scan.candidates += 1;
+            self.call_scan.fallback.get_or_insert(at);
+            if self.call_scan.candidates < CANDIDATES_MAX {
+                self.scan = at + 1;
                 return true;
             }
-            for segment in segments {
-                self.emit_segment(segment);
-            }
-            self.after_markup_at(end);
-            return true;
+            let first = self.call_scan.fallback.unwrap_or(at);
+            return self.end_call(kind, start, body, first);
+        }
+        if let Some(at) = found {
+            return self.end_call(kind, start, body, at);
         }
         if !eof {
             if kind == CallKind::Function {
-                self.resume_before_end(close, body);
+                self.resume_before_end(close, self.scan.max(body));
             }
             return false;
         }
+        self.unterminated_call(kind, start, body)
+    }
+
+    /// Whether the closing tag at `at` may end an XML-parameter body
+    /// (`xml.rs`); any other body ends at the tag found.
+    fn xml_may_end(&mut self, kind: CallKind, body: usize, at: usize) -> bool {
+        let inner = &self.buf[body..at];
+        let ends = match kind {
+            CallKind::Function => xml::function_ends_here(inner, &self.schemas),
+            CallKind::ToolCall if self.call_scan.json == Some(false) => {
+                xml::tool_call_ends_here(inner, &self.schemas)
+            }
+            _ => return true,
+        };
+        self.examined += at - body;
+        ends
+    }
+
+    /// The call markup from `start` ends with the closing tag at `at`.
+    fn end_call(&mut self, kind: CallKind, start: usize, body: usize, at: usize) -> bool {
+        let close = kind.close();
+        let end = at + close.len();
+        self.examined += end - start;
+        let raw = &self.buf[start..end];
+        let inner = &self.buf[body..at];
+        let segments = match kind {
+            CallKind::Function => body::function(inner, raw, &self.schemas),
+            _ => body::tool_call(inner, raw, true, &self.schemas),
+        };
+        if let CallKind::Wrapper(_) = kind
+            && !segments.iter().any(|s| matches!(s, Segment::Call(_)))
+        {
+            let text = raw.to_string();
+            self.emit_text(&text);
+            self.pos = end;
+            self.scan = end;
+            self.line_start = false;
+            self.prev = b'>';
+            self.solid = self.prev;
+            self.mode = Mode::Text;
+            return true;
+        }
+        for segment in segments {
+            self.emit_segment(segment);
+        }
+        self.after_markup_at(end);
+        true
+    }
+
+    /// The reply ended inside call markup from `start`.
+    fn unterminated_call(&mut self, kind: CallKind, start: usize, body: usize) -> bool {
+        let close = kind.close();
         let len = self.buf.len();
         self.examined += len - start;
         let raw = &self.buf[start..];
@@ -879,6 +1090,7 @@ impl StreamParser {
         self.scan = body;
         self.line_start = false;
         self.prev = b'>';
+        self.solid = self.prev;
         self.mode = Mode::Text;
     }
 
@@ -997,13 +1209,15 @@ impl StreamParser {
             Some(false) => return Prefix::No,
             Some(true) => {}
         }
-        if rest.get(i).is_some_and(|b| b.eq_ignore_ascii_case(&b'j')) {
-            for lit in [b'j', b's', b'o', b'n'] {
-                match rest.get(i) {
-                    None => return self.partial_unless(eof),
-                    Some(c) if c.eq_ignore_ascii_case(&lit) => i += 1,
-                    Some(_) => return Prefix::No,
-                }
+        // The fence's language (`json`, `xml`, …).
+        let word = i;
+        while rest
+            .get(i)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'_'))
+        {
+            i += 1;
+            if i - word > FENCE_WORD_MAX {
+                return Prefix::No;
             }
         }
         let mut newline = false;
@@ -1018,8 +1232,34 @@ impl StreamParser {
                     newline = true;
                     i += 1;
                 }
-                Some(b'[' | b'{') if newline => return Prefix::Full(at + i),
+                Some(b'[' | b'{' | b'<') if newline => return Prefix::Full(at + i),
                 Some(_) => return Prefix::No,
+            }
+        }
+    }
+
+    /// Whether the backtick at `at` is a closing fence alone on its line;
+    /// `Full` holds where the line ends (after its line break).
+    fn closing_fence_at(&self, at: usize, eof: bool) -> Prefix {
+        let rest = &self.buf.as_bytes()[at..];
+        if rest.len() < 3 {
+            return if b"```".starts_with(rest) {
+                self.partial_unless(eof)
+            } else {
+                Prefix::No
+            };
+        }
+        if !rest.starts_with(b"```") {
+            return Prefix::No;
+        }
+        let mut i = 3;
+        loop {
+            match rest.get(i) {
+                None if eof => return Prefix::Full(at + i),
+                None if i < TAIL_MAX => return Prefix::Partial,
+                Some(b' ' | b'\t' | b'\r') if i < TAIL_MAX => i += 1,
+                Some(b'\n') => return Prefix::Full(at + i + 1),
+                _ => return Prefix::No,
             }
         }
     }
@@ -1028,13 +1268,14 @@ impl StreamParser {
         if eof { Prefix::No } else { Prefix::Partial }
     }
 
-    fn start_array(&mut self, start: usize, bracket: usize, fenced: bool) {
+    fn start_array(&mut self, start: usize, bracket: usize, fenced: bool, inline: bool) {
         self.pos = start;
         self.scan = bracket;
         self.mode = Mode::Array(ArrayState {
             start,
             bracket,
             fenced,
+            inline,
             python: false,
             phase: ArrayPhase::Head,
             depth: 0,
@@ -1046,7 +1287,13 @@ impl StreamParser {
     fn step_array(&mut self, mut state: ArrayState, eof: bool) -> bool {
         match state.phase {
             ArrayPhase::Head => match self.array_head(state.bracket, eof) {
-                Prefix::Full(python) => {
+                Prefix::Full(python)
+                    if !(python == 1
+                        && state.inline
+                        && !python::first_name(&self.buf[state.bracket..]).is_some_and(
+                            |name| self.schemas.names().iter().any(|n| n == name),
+                        )) =>
+                {
                     state.python = python == 1;
                     state.phase = ArrayPhase::Body;
                     self.scan = state.bracket;
@@ -1054,7 +1301,7 @@ impl StreamParser {
                     true
                 }
                 Prefix::Partial => false,
-                Prefix::No => {
+                _ => {
                     self.reject_array(state, state.bracket + 1);
                     true
                 }
@@ -1105,6 +1352,24 @@ impl StreamParser {
                 let partial = &self.buf[state.bracket..];
                 self.examined += partial.len();
                 if body::names_known_tool(partial, self.schemas.names()) {
+                    if self.recoveries < RECOVERIES_MAX
+                        && let Some(next) =
+                            body::later_call(&self.buf[state.bracket + 1..], &self.schemas)
+                    {
+                        // A broken first attempt, then a complete call: the
+                        // attempt is reported, the call read from where it
+                        // starts.
+                        self.recoveries += 1;
+                        let next = state.bracket + 1 + next;
+                        self.examined += next - state.bracket;
+                        let raw = self.buf[state.start..next].trim_end().to_string();
+                        self.emit_segment(Segment::Malformed {
+                            raw,
+                            reason: "unterminated json tool call".to_string(),
+                        });
+                        self.after_markup_at(next);
+                        return true;
+                    }
                     let raw = self.buf[state.start..].to_string();
                     let reason = if state.python {
                         "unterminated python call list"
@@ -1211,9 +1476,10 @@ impl StreamParser {
         }
     }
 
-    /// After the `]` at `end`: the rest of the line must be blank, or for a
-    /// fenced array, the closing fence must follow. `Full` holds where the
-    /// markup ends.
+    /// After the `]` at `end`: for a fenced array, the closing fence must
+    /// follow; otherwise the markup takes a `;` that follows on the line
+    /// with it (Llama's separator) and leaves anything else to be text.
+    /// `Full` holds where the markup ends.
     fn array_tail(&mut self, end: usize, fenced: bool, eof: bool) -> Prefix {
         let rest = &self.buf.as_bytes()[end + 1..];
         let limit = rest.len().min(TAIL_MAX);
@@ -1227,7 +1493,11 @@ impl StreamParser {
         }
         if i >= limit {
             return if rest.len() >= TAIL_MAX {
-                Prefix::No
+                if fenced {
+                    Prefix::No
+                } else {
+                    Prefix::Full(end + 1)
+                }
             } else if eof {
                 Prefix::Full(end + 1)
             } else {
@@ -1235,11 +1505,12 @@ impl StreamParser {
             };
         }
         if !fenced {
-            // Llama separates several JSON calls with `;`.
+            // Llama separates several JSON calls with `;`; other text after
+            // calls is text.
             return if rest[i] == b';' {
                 Prefix::Full(end + 1 + i + 1)
             } else {
-                Prefix::No
+                Prefix::Full(end + 1)
             };
         }
         let fence = &rest[i..];
@@ -1276,8 +1547,48 @@ impl StreamParser {
         self.scan = resume;
         self.line_start = false;
         self.prev = self.buf.as_bytes()[resume - 1];
+        self.solid = self.prev;
         self.mode = Mode::Text;
     }
+}
+
+/// The bytes that end a stretch of prose (see `StreamParser::stretch_end`).
+const STOPS: [bool; 256] = stop_table(true);
+const STOPS_NO_BRACE: [bool; 256] = stop_table(false);
+
+const fn stop_table(brace: bool) -> [bool; 256] {
+    let mut table = [false; 256];
+    table[b'<' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b'\n' as usize] = true;
+    table[b'{' as usize] = brace;
+    table
+}
+
+/// Whether a bracket right after `prev` may open calls written after text
+/// on the same line: after a blank or punctuation, not when it continues a
+/// word, a string or code (`list[index]`, `f({…})`, `"{…}"`), nor after a
+/// character outside ASCII (the zero-width space of `neutralise` among
+/// them).
+fn inline_after(prev: u8) -> bool {
+    !(prev.is_ascii_alphanumeric()
+        || !prev.is_ascii()
+        || matches!(
+            prev,
+            b'_' | b'`'
+                | b'"'
+                | b'\''
+                | b'\\'
+                | b']'
+                | b')'
+                | b'}'
+                | b'('
+                | b'['
+                | b'{'
+                | b'$'
+                | b'='
+                | b'<'
+        ))
 }
 
 /// Parses a whole reply at once.

@@ -16,6 +16,8 @@ const KNOWN: &[&str] = &[
     "grep_documents",
     "web_search",
     "fetch_url",
+    "list_spaces",
+    "write_file",
 ];
 
 /// Markup that must never reach the user (unless quoted as inline code).
@@ -30,6 +32,12 @@ const MARKUP: &[&str] = &[
     "<function name=",
     "[TOOL_CALLS]",
     "<|python_tag|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<function_call>",
+    "</function_call>",
+    "<arg_key>",
+    "<arg_value>",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +96,16 @@ fn schemas() -> Vec<(String, Value)> {
             "query",
         ),
         tool("fetch_url", json!({"url": string}), "url"),
+        (
+            "write_file".to_string(),
+            json!({"type": "object", "additionalProperties": false,
+                "properties": {"path": string, "content": string, "mode": {"type": ["string", "null"]}},
+                "required": ["path", "content"]}),
+        ),
+        (
+            "list_spaces".to_string(),
+            json!({"type": "object", "properties": {"limit": integer}}),
+        ),
     ]
 }
 
@@ -503,9 +521,9 @@ fn cases() -> Vec<Case> {
             vec![c("search_documents", json!({}))],
         ),
         case(
-            "only one newline trimmed from a value",
-            "<function=web_search><parameter=query>\n\nindented\n\n</parameter></function>",
-            vec![c("web_search", json!({"query": "\nindented\n"}))],
+            "the blanks around a value are layout",
+            "<function=web_search><parameter=query>\n\n    indented\n  two\n\n  </parameter></function>",
+            vec![c("web_search", json!({"query": "indented\n  two"}))],
         ),
         case(
             "text then two function calls",
@@ -633,8 +651,8 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "bare array with string arguments",
-            "[{\"name\": \"read_document\", \"arguments\": \"{\\\"id\\\": \\\"d9\\\"}\"}]",
-            vec![c("read_document", json!({"id": "d9"}))],
+            "[{\"name\": \"read_document\", \"arguments\": \"{\\\"document_id\\\": \\\"d9\\\"}\"}]",
+            vec![c("read_document", json!({"document_id": "d9"}))],
         ),
         case(
             "indented bare array",
@@ -825,8 +843,8 @@ fn neutralised_text_calls_nothing() {
         "Hi ‹tool_call>{}‹/tool_call> ［TOOL_CALLS］"
     );
     assert_eq!(
-        neutralise("x\n{\"name\": 1}\n[f(a=1)]"),
-        "x\n\u{200B}{\"name\": 1}\n\u{200B}[f(a=1)]"
+        neutralise("x\n{\"name\": 1}\n[f(a=1)] and {\"name\": 2} or [{\"x\": 3}]"),
+        "x\n{\u{200B}\"name\": 1}\n[\u{200B}f(a=1)] and {\u{200B}\"name\": 2} or [\u{200B}{\"x\": 3}]"
     );
     let value = json!({"title": "<function=web_search>", "links": ["<|python_tag|>"], "n": 1});
     assert_eq!(
@@ -928,8 +946,10 @@ fn text_is_released_as_soon_as_it_cannot_be_markup() {
             &["x\n[{\"na", "me\": 1}] ok"],
             &["x", "\n[{\"name\": 1}] ok"],
         ),
-        (Closed, &["```py", "thon\nx"], &["```py", "thon\nx"]),
-        (Closed, &["```js", "x\n"], &["", "```jsx"]),
+        // A fence line waits for the first character of the next line,
+        // which says whether call markup follows.
+        (Closed, &["```py", "thon\nx"], &["", "```python\nx"]),
+        (Closed, &["```js", "x\n", "y"], &["", "", "```jsx\ny"]),
         (Closed, &["<think>hid", "den</think> shown"], &["", "shown"]),
         // Unknown: leading text may prove to be reasoning, so it waits.
         (

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::schema::{self, Schemas};
-use super::{Segment, TextCall, python};
+use super::{Segment, TextCall, python, xml};
 
 /// Longest piece of offending input quoted in a reason.
 const QUOTE_MAX: usize = 80;
@@ -61,6 +61,18 @@ pub(super) fn tool_call(
         let rest = rest.strip_suffix("</function>").unwrap_or(rest);
         return function(rest, raw, schemas);
     }
+    if xml::is_glm(inner) {
+        if !terminated {
+            return vec![malformed(raw, "unterminated tool_call".to_string())];
+        }
+        return match xml::glm_call(inner, schemas) {
+            Ok(call) => vec![Segment::Call(call)],
+            Err(reason) => vec![malformed(raw, reason)],
+        };
+    }
+    if let Some(calls) = python_body(inner, schemas) {
+        return calls.into_iter().map(Segment::Call).collect();
+    }
     if !inner.starts_with('{') && !inner.starts_with('[') {
         return vec![malformed(
             raw,
@@ -114,6 +126,28 @@ pub(super) fn tool_call(
     out
 }
 
+/// A Python call list, or one call without its brackets, as Llama 4 writes
+/// them between `<|python_start|>` and `<|python_end|>`.
+fn python_body(inner: &str, schemas: &Schemas) -> Option<Vec<TextCall>> {
+    let calls = if inner.starts_with('[') {
+        python::call_list(inner)?
+    } else if python::starts_call(inner.as_bytes()) == Some(true) {
+        python::call_list(&format!("[{inner}]"))?
+    } else {
+        return None;
+    };
+    calls
+        .into_iter()
+        .map(|(name, args)| {
+            check_name(&name).ok()?;
+            Some(TextCall {
+                arguments: Value::Object(schema::fit_arguments(&name, args, schemas)),
+                name,
+            })
+        })
+        .collect()
+}
+
 /// One call object, or a `{"tool_calls": [...]}` wrapper of several.
 fn objects(map: Map<String, Value>, raw: &str, schemas: &Schemas, out: &mut Vec<Segment>) {
     if let Some(Value::Array(items)) = map.get("tool_calls")
@@ -144,7 +178,7 @@ fn segment_from_object(map: &Map<String, Value>, raw: &str, schemas: &Schemas) -
 }
 
 /// A name as a template left it unrendered (`{{ tc.name }}`) names no tool.
-fn check_name(name: &str) -> Result<(), String> {
+pub(super) fn check_name(name: &str) -> Result<(), String> {
     if name.contains("{{") || name.contains("}}") || name.contains("{%") {
         return Err(format!(
             "tool name is an unrendered template: {}",
@@ -185,7 +219,8 @@ fn call_from_object(map: &Map<String, Value>, schemas: &Schemas) -> Result<TextC
 /// Arguments as an object fitted to the tool's schema: missing or null is
 /// `{}`, a JSON string holding an object is decoded (OpenAI's wire form), a
 /// plain string is the value of the tool's one required (or only)
-/// parameter, anything else is refused.
+/// parameter, or else passed on as the string it is (the registry then
+/// tells the model what it expects); anything else is refused.
 fn arguments(name: &str, value: Option<&Value>, schemas: &Schemas) -> Result<Value, String> {
     let map = match value {
         None | Some(Value::Null) => Map::new(),
@@ -193,14 +228,14 @@ fn arguments(name: &str, value: Option<&Value>, schemas: &Schemas) -> Result<Val
         Some(Value::String(text)) if text.trim().is_empty() => Map::new(),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
+            // A string that only looks like JSON is no value for one
+            // argument: it goes on as written.
+            _ if text.trim_start().starts_with(['{', '[']) => {
+                return Ok(Value::String(text.clone()));
+            }
             _ => match schema::sole(schemas, name) {
                 Some(key) => Map::from_iter([(key, Value::String(text.clone()))]),
-                None => {
-                    return Err(format!(
-                        "arguments of {name} are a string that is not a json object: {}",
-                        quote(text)
-                    ));
-                }
+                None => return Ok(Value::String(text.clone())),
             },
         },
         Some(other) => {
@@ -214,129 +249,12 @@ fn arguments(name: &str, value: Option<&Value>, schemas: &Schemas) -> Result<Val
 }
 
 /// What follows `<function=` (or `<function name=`) up to (not including)
-/// `</function>`: `NAME>` (the name possibly quoted) then
-/// `<parameter=K>V</parameter>` pairs or one JSON object of arguments.
+/// `</function>`, read as `xml.rs` does.
 pub(super) fn function(text: &str, raw: &str, schemas: &Schemas) -> Vec<Segment> {
-    match function_call(text, schemas) {
+    match xml::function_call(text, schemas) {
         Ok(call) => vec![Segment::Call(call)],
         Err(reason) => vec![malformed(raw, reason)],
     }
-}
-
-fn function_call(text: &str, schemas: &Schemas) -> Result<TextCall, String> {
-    let Some(gt) = text.find('>') else {
-        return Err(format!(
-            "function tag is not closed: {}",
-            quote(text.trim())
-        ));
-    };
-    let name = text[..gt].trim();
-    let name = name
-        .strip_prefix('"')
-        .and_then(|n| n.strip_suffix('"'))
-        .or_else(|| name.strip_prefix('\'').and_then(|n| n.strip_suffix('\'')))
-        .unwrap_or(name)
-        .trim();
-    if name.is_empty() {
-        return Err("function tag without a name".to_string());
-    }
-    if name.contains(['<', '\n']) {
-        return Err(format!("function tag is not closed: {}", quote(name)));
-    }
-    check_name(name)?;
-    let body = text[gt + 1..].trim();
-    if body.starts_with('{') {
-        return match serde_json::from_str::<Value>(body) {
-            Ok(Value::Object(map)) => Ok(TextCall {
-                name: name.to_string(),
-                arguments: Value::Object(schema::fit_arguments(name, map, schemas)),
-            }),
-            Ok(other) => Err(format!(
-                "arguments of {name} are not a json object: {}",
-                quote(&other.to_string())
-            )),
-            Err(err) => Err(format!(
-                "invalid json in function {name}: {}",
-                err.to_string().to_lowercase()
-            )),
-        };
-    }
-    let mut args = Map::new();
-    let mut rest = &text[gt + 1..];
-    loop {
-        rest = rest.trim_start();
-        if rest.is_empty() {
-            break;
-        }
-        let Some(param) = rest.strip_prefix("<parameter=") else {
-            return Err(format!(
-                "unexpected text in function {name}: {}",
-                quote(rest)
-            ));
-        };
-        let Some(gt) = param.find('>') else {
-            return Err(format!(
-                "parameter tag in function {name} is not closed: {}",
-                quote(param)
-            ));
-        };
-        let key = param[..gt].trim();
-        if key.is_empty() || key.contains(['<', '\n']) {
-            return Err(format!(
-                "parameter without a name in function {name}: {}",
-                quote(&param[..gt])
-            ));
-        }
-        let value = &param[gt + 1..];
-        // A value ends at its closing tag; models that forget the closing tag
-        // still start the next parameter, so that ends it too.
-        let close = value.find("</parameter>");
-        let next_open = value[..close.unwrap_or(value.len())].find("<parameter=");
-        let (raw_value, after) = match (close, next_open) {
-            (_, Some(open)) => (&value[..open], &value[open..]),
-            (Some(close), None) => (&value[..close], &value[close + "</parameter>".len()..]),
-            (None, None) => (value, ""),
-        };
-        let value = match schema::property(schemas, name, key) {
-            Some(prop) => schema::from_text(layout(raw_value), prop)
-                .unwrap_or_else(|| parameter_value(raw_value)),
-            None => parameter_value(raw_value),
-        };
-        args.insert(key.to_string(), value);
-        rest = after;
-    }
-    Ok(TextCall {
-        name: name.to_string(),
-        arguments: Value::Object(args),
-    })
-}
-
-/// A parameter's text: one leading and one trailing newline belong to the
-/// markup's layout, not the value. JSON numbers, booleans, null, objects and
-/// arrays are taken as such; everything else (a JSON string included, whose
-/// quotes may well be meant) stays the text it is.
-fn parameter_value(text: &str) -> Value {
-    let text = layout(text);
-    let trimmed = text.trim();
-    let json_like = trimmed.starts_with(['{', '[', '-'])
-        || trimmed.starts_with(|c: char| c.is_ascii_digit())
-        || matches!(trimmed, "true" | "false" | "null");
-    if json_like && let Ok(value) = serde_json::from_str::<Value>(trimmed) {
-        return value;
-    }
-    Value::String(text.to_string())
-}
-
-/// A parameter's text without the one leading and one trailing newline of
-/// the markup's layout.
-fn layout(text: &str) -> &str {
-    let text = text
-        .strip_prefix("\r\n")
-        .or_else(|| text.strip_prefix('\n'))
-        .unwrap_or(text);
-    text.strip_suffix("\r\n")
-        .or_else(|| text.strip_suffix('\n'))
-        .unwrap_or(text)
 }
 
 /// A code fence around a tool call's JSON (some models add one).
@@ -352,16 +270,19 @@ fn strip_fence(text: &str) -> &str {
 }
 
 /// A complete bare JSON array or object, or a Python call list, counts as
-/// calls only when every element is a call and every name is a tool on
-/// offer; anything else is the JSON (or code) the user asked for. A bare
-/// object must carry its arguments (`arguments` or `parameters`, possibly
-/// inside `function`), or be a `{"tool_calls": [...]}` wrapper.
+/// calls only when every element is a call, every name is a tool on offer
+/// and every call's arguments agree with that tool's schema; anything else
+/// is the JSON (or code) the user asked for. A bare object must carry its
+/// arguments (`arguments` or `parameters`, possibly inside `function`), or
+/// be a `{"tool_calls": [...]}` wrapper. An array's objects may be
+/// separated by blanks alone.
 pub(super) fn bare_calls(
     text: &str,
     known_tools: &[String],
     schemas: &Schemas,
 ) -> Option<Vec<TextCall>> {
-    let items = match serde_json::from_str::<Value>(text) {
+    let parsed = serde_json::from_str::<Value>(text).or_else(|err| loose_array(text).ok_or(err));
+    let items = match parsed {
         Ok(Value::Array(items)) => items,
         Ok(Value::Object(mut map)) => match map.remove("tool_calls") {
             Some(Value::Array(items)) if map.is_empty() => items,
@@ -391,9 +312,49 @@ pub(super) fn bare_calls(
                 return None;
             }
             let call = call_from_object(map, schemas).ok()?;
-            known_tools.contains(&call.name).then_some(call)
+            (known_tools.contains(&call.name)
+                && schema::validates(schemas, &call.name, &call.arguments))
+            .then_some(call)
         })
         .collect()
+}
+
+/// `[{…} {…}]`: the objects of an array written without commas between
+/// them (or with them), as one array.
+fn loose_array(text: &str) -> Option<Value> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let mut items = Vec::new();
+    let mut rest = inner;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+        if rest.is_empty() {
+            break;
+        }
+        if !rest.starts_with('{') {
+            return None;
+        }
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let item = stream.next()?.ok()?;
+        let consumed = stream.byte_offset();
+        items.push(item);
+        rest = &rest[consumed..];
+    }
+    (!items.is_empty()).then_some(Value::Array(items))
+}
+
+/// Where in `text` (a cut-off bare call's rest) a later object starts that
+/// is a complete call to a tool on offer with arguments its schema admits.
+pub(super) fn later_call(text: &str, schemas: &Schemas) -> Option<usize> {
+    const TRIES: usize = 8;
+    text.match_indices('{')
+        .filter(|(at, _)| text[at + 1..].trim_start().starts_with("\"name\""))
+        .take(TRIES)
+        .find_map(|(at, _)| {
+            let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+            stream.next()?.ok()?;
+            let end = at + stream.byte_offset();
+            bare_calls(&text[at..end], schemas.names(), schemas).map(|_| at)
+        })
 }
 
 /// `[f(a=1), g(b="x")]` when every name is a tool on offer.
@@ -401,10 +362,9 @@ fn python_calls(text: &str, known_tools: &[String], schemas: &Schemas) -> Option
     python::call_list(text)?
         .into_iter()
         .map(|(name, args)| {
-            known_tools.contains(&name).then(|| TextCall {
-                arguments: Value::Object(schema::fit_arguments(&name, args, schemas)),
-                name,
-            })
+            let arguments = Value::Object(schema::fit_arguments(&name, args, schemas));
+            (known_tools.contains(&name) && schema::validates(schemas, &name, &arguments))
+                .then_some(TextCall { arguments, name })
         })
         .collect()
 }

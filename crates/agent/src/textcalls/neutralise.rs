@@ -3,9 +3,10 @@
 //! `<tool_call>…</tool_call>` or a bare call line; if the model quoted it
 //! verbatim, the parser would run it. After [`neutralise`] a verbatim quote
 //! is text: tag openings get a look-alike `‹` instead of `<`, Mistral's
-//! marker gets full-width brackets, and a line that starts like a bare JSON
-//! or Python call gets a zero-width space in front, which takes it off the
-//! start of its line. Everything else is left exactly as it was.
+//! marker gets full-width brackets, and a bracket that opens what could be
+//! read as a bare JSON or Python call (at the start of a line or after
+//! text) gets a zero-width space right after it, which breaks the call's
+//! form. Everything else is left exactly as it was.
 
 use std::borrow::Cow;
 
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 /// What follows `<` in the tags the parser reads (and in chat-template
 /// tokens such as `<|python_tag|>` and `<|im_start|>`).
-const TAG_BODIES: [&str; 16] = [
+const TAG_BODIES: [&str; 22] = [
     "think>",
     "/think>",
     "tool_call>",
@@ -29,6 +30,12 @@ const TAG_BODIES: [&str; 16] = [
     "/tool>",
     "response>",
     "/response>",
+    "function_call>",
+    "/function_call>",
+    "arg_key>",
+    "/arg_key>",
+    "arg_value>",
+    "/arg_value>",
     "|",
 ];
 
@@ -47,6 +54,7 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
     let mut out = String::new();
     let mut copied = 0;
     let mut line_start = true;
+    let mut prev = b'\n';
     for (at, &byte) in bytes.iter().enumerate() {
         let replacement: Option<(usize, Cow<'static, str>)> = match byte {
             b'<' if TAG_BODIES
@@ -58,8 +66,8 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
             b'[' if bytes[at..].starts_with(MISTRAL.as_bytes()) => {
                 Some((MISTRAL.len(), Cow::Borrowed(MISTRAL_INERT)))
             }
-            b'[' | b'{' if line_start && call_head(&bytes[at..]) => {
-                Some((0, Cow::Owned(ZERO_WIDTH_SPACE.to_string())))
+            b'[' | b'{' if (line_start || super::inline_after(prev)) && call_head(&bytes[at..]) => {
+                Some((1, Cow::Owned(format!("{}{ZERO_WIDTH_SPACE}", byte as char))))
             }
             _ => None,
         };
@@ -75,6 +83,7 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
             b' ' | b'\t' | b'\r' => {}
             _ => line_start = false,
         }
+        prev = byte;
     }
     if copied == 0 && out.is_empty() {
         return Cow::Borrowed(text);
@@ -98,7 +107,8 @@ pub fn neutralise_value(value: &Value) -> Value {
 }
 
 /// Whether the bracket at the start of `rest` begins what the parser could
-/// take for a bare call: `{` then `"`, `[` then `{`, or `[` then `name(`.
+/// take for a bare call: `{` then a key a call starts with, `[` then `{`,
+/// or `[` then `name(`.
 fn call_head(rest: &[u8]) -> bool {
     let open = rest[0];
     let mut i = 1;
@@ -106,7 +116,9 @@ fn call_head(rest: &[u8]) -> bool {
         i += 1;
     }
     match (open, rest.get(i)) {
-        (b'{', Some(b'"')) => true,
+        (b'{', Some(b'"')) => super::FIRST_KEYS.iter().any(|key| {
+            rest[i + 1..].starts_with(key.as_bytes()) && rest.get(i + 1 + key.len()) == Some(&b'"')
+        }),
         (b'[', Some(b'{')) => true,
         (b'[', Some(b)) if b.is_ascii_alphabetic() || *b == b'_' => {
             let name_end = rest[i..]

@@ -28,6 +28,10 @@ struct Tool {
     properties: Option<HashMap<String, Types>>,
     /// The one argument a plain-string `arguments` stands for.
     sole: Option<String>,
+    /// Required properties.
+    required: Vec<String>,
+    /// `additionalProperties: false`: only the listed properties may be given.
+    closed: bool,
 }
 
 /// The types one argument's schema admits, in its order (see `types`).
@@ -59,6 +63,22 @@ impl Kind {
             "object" => Kind::Object,
             "array" => Kind::Array,
             _ => Kind::Other,
+        }
+    }
+}
+
+impl Kind {
+    /// Whether `value` is of this type (`Other` holds anything).
+    fn holds(self, value: &Value) -> bool {
+        match self {
+            Kind::String => value.is_string(),
+            Kind::Null => value.is_null(),
+            Kind::Boolean => value.is_boolean(),
+            Kind::Integer => value.is_i64() || value.is_u64(),
+            Kind::Number => value.is_number(),
+            Kind::Object => value.is_object(),
+            Kind::Array => value.is_array(),
+            Kind::Other => true,
         }
     }
 }
@@ -120,8 +140,67 @@ impl Schemas {
             _ => None,
         };
         let sole = sole_property(schema);
-        self.tools.insert(tool, Tool { properties, sole });
+        let required = match schema.get("required") {
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+        self.tools.insert(
+            tool,
+            Tool {
+                properties,
+                sole,
+                required,
+                closed,
+            },
+        );
     }
+}
+
+/// Whether `tool`'s schema lists `key` among its parameters; `None` when
+/// it lists none (nothing is known of the tool's parameters).
+pub(super) fn has_property(schemas: &Schemas, tool: &str, key: &str) -> Option<bool> {
+    let properties = schemas.tools.get(tool)?.properties.as_ref()?;
+    Some(properties.contains_key(key))
+}
+
+/// Whether `tool` may take an argument `key`: its schema lists it, lists
+/// no properties, or does not forbid others.
+pub(super) fn may_take(schemas: &Schemas, tool: &str, key: &str) -> bool {
+    match schemas.tools.get(tool) {
+        Some(t) => match &t.properties {
+            Some(properties) => properties.contains_key(key) || !t.closed,
+            None => true,
+        },
+        None => true,
+    }
+}
+
+/// Whether `arguments` of a call to `tool` agree with its schema: an
+/// object holding every required property, no property the schema forbids,
+/// and each listed one of a type it admits. A tool without a schema takes
+/// any object.
+pub(super) fn validates(schemas: &Schemas, tool: &str, arguments: &Value) -> bool {
+    let Value::Object(map) = arguments else {
+        return false;
+    };
+    let Some(t) = schemas.tools.get(tool) else {
+        return true;
+    };
+    if t.required.iter().any(|key| !map.contains_key(key)) {
+        return false;
+    }
+    let Some(properties) = &t.properties else {
+        return true;
+    };
+    map.iter().all(|(key, value)| match properties.get(key) {
+        Some(types) => types.0.is_empty() || types.0.iter().any(|kind| kind.holds(value)),
+        None => !t.closed,
+    })
 }
 
 /// The admitted types of one argument of `tool`, if its schema has it.
@@ -166,15 +245,18 @@ pub(super) fn from_text(text: &str, types: &Types) -> Option<Value> {
     if types.0.is_empty() {
         return None;
     }
+    let trimmed = text.trim();
+    // A nullable argument written as a null is the null, even where a
+    // string would also do.
+    if types.admits(Kind::Null) && is_null(trimmed) {
+        return Some(Value::Null);
+    }
     if types.admits(Kind::String) {
         return Some(Value::String(text.to_string()));
     }
-    let trimmed = text.trim();
     for kind in &types.0 {
         let converted = match kind {
-            Kind::Null => {
-                matches!(trimmed, "null" | "None" | "none" | "NULL").then_some(Value::Null)
-            }
+            Kind::Null => is_null(trimmed).then_some(Value::Null),
             Kind::Boolean => match trimmed {
                 "true" | "True" | "TRUE" => Some(Value::Bool(true)),
                 "false" | "False" | "FALSE" => Some(Value::Bool(false)),
@@ -209,11 +291,25 @@ fn integer(text: &str) -> Option<Value> {
     (float.fract() == 0.0 && float.abs() < 9.0e15).then(|| Value::Number((float as i64).into()))
 }
 
-/// JSON first, then a Python literal (`{'key': 'value'}`, `[1, None]`).
+fn is_null(text: &str) -> bool {
+    matches!(text, "null" | "None" | "none" | "NULL")
+}
+
+/// JSON first, then a Python literal (`{'key': 'value'}`, `[1, None]`); a
+/// JSON string is read once more, as models write an object as the JSON
+/// encoding of its text (`"{'a': 1}"`).
 fn structured(text: &str) -> Option<Value> {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .or_else(|| python::literal(text))
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::String(inner)) => {
+            let inner = inner.trim();
+            serde_json::from_str::<Value>(inner)
+                .ok()
+                .filter(|v| !v.is_string())
+                .or_else(|| python::literal(inner).filter(|v| !v.is_string()))
+        }
+        Ok(value) => Some(value),
+        Err(_) => python::literal(text),
+    }
 }
 
 /// A value that arrived typed (JSON, a Python literal) fitted to the schema:

@@ -15,6 +15,11 @@ pub fn families() -> Vec<Case> {
     cases.extend(typed_values());
     cases.extend(policies());
     cases.extend(prose());
+    cases.extend(xml_values());
+    cases.extend(glm());
+    cases.extend(python_after_prose());
+    cases.extend(llama_json_in_prose());
+    cases.extend(hermes_strings_and_fences());
     cases
 }
 
@@ -331,18 +336,17 @@ fn llama_json() -> Vec<Case> {
             vec![t("I'll search."), c("web_search", json!({"query": "q"}))],
         ),
         case(
-            "object in the middle of a line is text",
+            "object in the middle of a line",
             r#"Call {"name": "web_search", "parameters": {"query": "q"}} now"#,
-            vec![t(
-                r#"Call {"name": "web_search", "parameters": {"query": "q"}} now"#,
-            )],
+            vec![t("Call"), c("web_search", json!({"query": "q"})), t("now")],
         ),
         case(
-            "object followed by words on its line is text",
+            "object followed by words on its line",
             r#"{"name": "web_search", "parameters": {"query": "q"}} is how I would call it"#,
-            vec![t(
-                r#"{"name": "web_search", "parameters": {"query": "q"}} is how I would call it"#,
-            )],
+            vec![
+                c("web_search", json!({"query": "q"})),
+                t("is how I would call it"),
+            ],
         ),
         case(
             "llama object then text on the next line",
@@ -404,13 +408,18 @@ fn llama_json() -> Vec<Case> {
         ),
         case(
             "llama object with empty parameters",
-            r#"{"name": "web_search", "parameters": {}}"#,
-            vec![c("web_search", json!({}))],
+            r#"{"name": "list_spaces", "parameters": {}}"#,
+            vec![c("list_spaces", json!({}))],
         ),
         case(
             "llama object with null parameters",
-            r#"{"name": "web_search", "parameters": null}"#,
-            vec![c("web_search", json!({}))],
+            r#"{"name": "list_spaces", "parameters": null}"#,
+            vec![c("list_spaces", json!({}))],
+        ),
+        case(
+            "llama object missing a required argument is text",
+            r#"{"name": "web_search", "parameters": {}}"#,
+            vec![t(r#"{"name": "web_search", "parameters": {}}"#)],
         ),
     ]
 }
@@ -702,8 +711,8 @@ fn pythonic() -> Vec<Case> {
         ),
         case(
             "pythonic no arguments",
-            "[web_search()]",
-            vec![c("web_search", json!({}))],
+            "[list_spaces()]",
+            vec![c("list_spaces", json!({}))],
         ),
         case(
             "pythonic after text",
@@ -736,14 +745,21 @@ fn pythonic() -> Vec<Case> {
             vec![t(r#"[web_search(query="x"), get_weather(city="Paris")]"#)],
         ),
         case(
-            "pythonic in the middle of a line is text",
+            "pythonic in the middle of a line",
             r#"Use [web_search(query="x")] to search."#,
-            vec![t(r#"Use [web_search(query="x")] to search."#)],
+            vec![
+                t("Use"),
+                c("web_search", json!({"query": "x"})),
+                t("to search."),
+            ],
         ),
         case(
-            "pythonic with words after it is text",
+            "pythonic with words after it",
             r#"[web_search(query="x")] would be my call"#,
-            vec![t(r#"[web_search(query="x")] would be my call"#)],
+            vec![
+                c("web_search", json!({"query": "x"})),
+                t("would be my call"),
+            ],
         ),
         case(
             "positional argument is text",
@@ -856,8 +872,8 @@ fn typed_values() -> Vec<Case> {
         ),
         case(
             "parameter string keeps inner blanks and markup",
-            "<function=grep_documents><parameter=pattern>\n  a <b> c\n</parameter></function>",
-            vec![c("grep_documents", json!({"pattern": "  a <b> c"}))],
+            "<function=grep_documents><parameter=pattern>\n  a <b>  c\n</parameter></function>",
+            vec![c("grep_documents", json!({"pattern": "a <b>  c"}))],
         ),
         case(
             "parameter of an unknown property is guessed",
@@ -923,11 +939,9 @@ fn typed_values() -> Vec<Case> {
             vec![c("make_coffee", json!({"size": "2"}))],
         ),
         case(
-            "plain string arguments without a schema to place it",
+            "plain string arguments without a schema to place it are passed on",
             r#"<tool_call>{"name": "make_coffee", "arguments": "large"}</tool_call>"#,
-            vec![m(
-                "arguments of make_coffee are a string that is not a json object",
-            )],
+            vec![c("make_coffee", json!("large"))],
         ),
     ]
 }
@@ -1063,6 +1077,353 @@ fn prose() -> Vec<Case> {
             "object with a known name among other keys",
             "{\"name\": \"fetch_url\", \"description\": \"fetches\"}",
             vec![t("{\"name\": \"fetch_url\", \"description\": \"fetches\"}")],
+        ),
+    ]
+}
+
+/// Qwen3-Coder's XML parameters as templates lay them out, and values that
+/// hold call markup of their own.
+fn xml_values() -> Vec<Case> {
+    vec![
+        case(
+            "indented parameter values are trimmed at their edges",
+            "<tool_call>\n  <function=web_search>\n    <parameter=query>\n      Paris weather\n    </parameter>\n    <parameter=count>\n      3\n    </parameter>\n  </function>\n</tool_call>",
+            vec![c(
+                "web_search",
+                json!({"query": "Paris weather", "count": 3}),
+            )],
+        ),
+        case(
+            "inner blank lines of a value are kept",
+            "<function=write_file>\n<parameter=path>\nnotes.md\n</parameter>\n<parameter=content>\n# Title\n\n    indented line\nlast\n</parameter>\n</function>",
+            vec![c(
+                "write_file",
+                json!({"path": "notes.md", "content": "# Title\n\n    indented line\nlast"}),
+            )],
+        ),
+        case(
+            "a nullable parameter written as None is null",
+            "<function=write_file>\n<parameter=path>\na\n</parameter>\n<parameter=content>\nb\n</parameter>\n<parameter=mode>\nNone\n</parameter>\n</function>",
+            vec![c(
+                "write_file",
+                json!({"path": "a", "content": "b", "mode": null}),
+            )],
+        ),
+        case(
+            "a nullable object written as null is null",
+            "<function=search_documents><parameter=query>x</parameter><parameter=filters>null</parameter></function>",
+            vec![c(
+                "search_documents",
+                json!({"query": "x", "filters": null}),
+            )],
+        ),
+        case(
+            "an object written as a json string of a python repr",
+            "<function=search_documents>\n<parameter=query>\nx\n</parameter>\n<parameter=filters>\n\"{'tags': ['a', 'b'], 'year': 2024, 'draft': False}\"\n</parameter>\n</function>",
+            vec![c(
+                "search_documents",
+                json!({"query": "x", "filters": {"tags": ["a", "b"], "year": 2024, "draft": false}}),
+            )],
+        ),
+        case(
+            "an array written as a python list",
+            "<function=grep_documents><parameter=pattern>TODO</parameter><parameter=paths>['src', 'docs']</parameter></function>",
+            vec![c(
+                "grep_documents",
+                json!({"pattern": "TODO", "paths": ["src", "docs"]}),
+            )],
+        ),
+        case(
+            "a value holding a closing parameter tag in its text",
+            "<tool_call>\n<function=write_file>\n<parameter=path>\nguide.md\n</parameter>\n<parameter=content>\nClose each value with </parameter> and go on.\n</parameter>\n</function>\n</tool_call>",
+            vec![c(
+                "write_file",
+                json!({"path": "guide.md", "content": "Close each value with </parameter> and go on."}),
+            )],
+        ),
+        case(
+            "a value holding a parameter tag of an argument already given",
+            "<tool_call>\n<function=write_file>\n<parameter=path>\nt.xml\n</parameter>\n<parameter=content>\n<parameter=path>\nother\n</parameter>\n</parameter>\n</function>\n</tool_call>",
+            vec![c(
+                "write_file",
+                json!({"path": "t.xml", "content": "<parameter=path>\nother\n</parameter>"}),
+            )],
+        ),
+        case(
+            "a value holding a whole tool call",
+            "<tool_call>\n<function=write_file>\n<parameter=path>\nexample.txt\n</parameter>\n<parameter=content>\nA call looks like this:\n<tool_call>\n<function=web_search>\n<parameter=query>\nx\n</parameter>\n</function>\n</tool_call>\nThat is all.\n</parameter>\n</function>\n</tool_call>\nWritten.",
+            vec![
+                c(
+                    "write_file",
+                    json!({"path": "example.txt", "content": "A call looks like this:\n<tool_call>\n<function=web_search>\n<parameter=query>\nx\n</parameter>\n</function>\n</tool_call>\nThat is all."}),
+                ),
+                t("Written."),
+            ],
+        ),
+        case(
+            "a bare function whose value holds a closing function tag",
+            "<function=write_file>\n<parameter=path>\nf.md\n</parameter>\n<parameter=content>\nEnd a call with </function> on its own line.\n</parameter>\n</function>\nDone.",
+            vec![
+                c(
+                    "write_file",
+                    json!({"path": "f.md", "content": "End a call with </function> on its own line."}),
+                ),
+                t("Done."),
+            ],
+        ),
+        case(
+            "a wrapped call whose closing parameter tags are missing",
+            "<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n<parameter=content>\nhello\n</function>\n</tool_call>",
+            vec![c(
+                "write_file",
+                json!({"path": "a.txt", "content": "hello"}),
+            )],
+        ),
+        case(
+            "two wrapped calls, the second after text",
+            "<tool_call>\n<function=web_search>\n<parameter=query>\na\n</parameter>\n</function>\n</tool_call>\nand then\n<tool_call>\n<function=fetch_url>\n<parameter=url>\nhttps://a.example\n</parameter>\n</function>\n</tool_call>",
+            vec![
+                c("web_search", json!({"query": "a"})),
+                t("and then"),
+                c("fetch_url", json!({"url": "https://a.example"})),
+            ],
+        ),
+    ]
+}
+
+/// GLM-4.5: the name after `<tool_call>`, then key and value pairs.
+fn glm() -> Vec<Case> {
+    vec![
+        case(
+            "glm call with typed values",
+            "<tool_call>search_documents\n<arg_key>query</arg_key>\n<arg_value>vacuum full</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>5</arg_value>\n</tool_call>",
+            vec![c(
+                "search_documents",
+                json!({"query": "vacuum full", "limit": 5}),
+            )],
+        ),
+        case(
+            "glm call after text and reasoning",
+            "<think>The user wants the weather.</think>\nI'll search.\n<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_value>weather in Paris</arg_value>\n</tool_call>",
+            vec![
+                t("I'll search."),
+                c("web_search", json!({"query": "weather in Paris"})),
+            ],
+        ),
+        case(
+            "two glm calls",
+            "<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_value>a</arg_value>\n</tool_call>\n<tool_call>fetch_url\n<arg_key>url</arg_key>\n<arg_value>https://b.example</arg_value>\n</tool_call>",
+            vec![
+                c("web_search", json!({"query": "a"})),
+                c("fetch_url", json!({"url": "https://b.example"})),
+            ],
+        ),
+        case(
+            "glm call without arguments",
+            "<tool_call>list_spaces\n</tool_call>",
+            vec![c("list_spaces", json!({}))],
+        ),
+        case(
+            "glm json values without a schema",
+            "<tool_call>make_chart\n<arg_key>series</arg_key>\n<arg_value>[1, 2, 3]</arg_value>\n<arg_key>options</arg_key>\n<arg_value>{\"log\": true}</arg_value>\n<arg_key>title</arg_key>\n<arg_value>Sales</arg_value>\n</tool_call>",
+            vec![c(
+                "make_chart",
+                json!({"series": [1, 2, 3], "options": {"log": true}, "title": "Sales"}),
+            )],
+        ),
+        case(
+            "glm object value typed by the schema",
+            "<tool_call>search_documents<arg_key>query</arg_key><arg_value>x</arg_value><arg_key>filters</arg_key><arg_value>{\"year\": 2024}</arg_value></tool_call>",
+            vec![c(
+                "search_documents",
+                json!({"query": "x", "filters": {"year": 2024}}),
+            )],
+        ),
+    ]
+}
+
+/// Python call lists after prose, and Llama 4's python markers.
+fn python_after_prose() -> Vec<Case> {
+    vec![
+        case(
+            "python call list after prose on its line",
+            "I'll check the weather for you. [web_search(query='Paris weather', count=2)]",
+            vec![
+                t("I'll check the weather for you."),
+                c("web_search", json!({"query": "Paris weather", "count": 2})),
+            ],
+        ),
+        case(
+            "python call list after a colon",
+            "Calling the tools now: [web_search(query=\"a\"), fetch_url(url=\"https://a.example\")]",
+            vec![
+                t("Calling the tools now:"),
+                c("web_search", json!({"query": "a"})),
+                c("fetch_url", json!({"url": "https://a.example"})),
+            ],
+        ),
+        case(
+            "llama 4 python markers around a call list",
+            "<|python_start|>[web_search(query=\"rust\")]<|python_end|>",
+            vec![c("web_search", json!({"query": "rust"}))],
+        ),
+        case(
+            "llama 4 python markers around a call without brackets",
+            "Let me look.\n<|python_start|>search_documents(query=\"vacuum\", limit=3)<|python_end|>",
+            vec![
+                t("Let me look."),
+                c("search_documents", json!({"query": "vacuum", "limit": 3})),
+            ],
+        ),
+        case(
+            "llama 4 python markers cut off by the end of the reply",
+            "<|python_start|>[fetch_url(url='https://x.example')]",
+            vec![c("fetch_url", json!({"url": "https://x.example"}))],
+        ),
+        case(
+            "index expressions in prose are text",
+            "Take xs[len(xs) - 1] and d[key(x)], then [1] or [see(this)].",
+            vec![t(
+                "Take xs[len(xs) - 1] and d[key(x)], then [1] or [see(this)].",
+            )],
+        ),
+        case(
+            "a python call list to a tool not offered is text",
+            "Try [make_coffee(size='large')] later.",
+            vec![t("Try [make_coffee(size='large')] later.")],
+        ),
+    ]
+}
+
+/// Llama 3's JSON calls with text around them, several of them, and the
+/// JSON that must stay text.
+fn llama_json_in_prose() -> Vec<Case> {
+    vec![
+        case(
+            "llama json call after prose on its line",
+            r#"Sure, here is the call: {"name": "web_search", "parameters": {"query": "tokio"}}"#,
+            vec![
+                t("Sure, here is the call:"),
+                c("web_search", json!({"query": "tokio"})),
+            ],
+        ),
+        case(
+            "llama json call with prose after it",
+            "{\"name\": \"fetch_url\", \"parameters\": {\"url\": \"https://a.example\"}}\nI'll read the page once it arrives.",
+            vec![
+                c("fetch_url", json!({"url": "https://a.example"})),
+                t("I'll read the page once it arrives."),
+            ],
+        ),
+        case(
+            "llama json calls separated by semicolons after prose",
+            r#"Two lookups. {"name": "web_search", "parameters": {"query": "a"}}; {"name": "web_search", "parameters": {"query": "b"}}"#,
+            vec![
+                t("Two lookups."),
+                c("web_search", json!({"query": "a"})),
+                c("web_search", json!({"query": "b"})),
+            ],
+        ),
+        case(
+            "llama json call after a malformed first attempt",
+            "{\"name\": \"web_search\", \"parameters\": {\"query\": \"a\"}\n{\"name\": \"web_search\", \"parameters\": {\"query\": \"a\"}}",
+            vec![
+                m("unterminated json tool call"),
+                c("web_search", json!({"query": "a"})),
+            ],
+        ),
+        case(
+            "llama json call with a python tag and a stray end token",
+            "<|python_tag|>{\"name\": \"web_search\", \"parameters\": {\"query\": \"x\"}}<|python_end|>",
+            vec![c("web_search", json!({"query": "x"}))],
+        ),
+        case(
+            "array of calls without commas",
+            "[{\"name\": \"web_search\", \"arguments\": {\"query\": \"a\"}}\n {\"name\": \"fetch_url\", \"arguments\": {\"url\": \"https://b.example\"}}]",
+            vec![
+                c("web_search", json!({"query": "a"})),
+                c("fetch_url", json!({"url": "https://b.example"})),
+            ],
+        ),
+        case(
+            "array of calls after stray words",
+            "Calls: [{\"name\": \"web_search\", \"arguments\": {\"query\": \"a\"}}]",
+            vec![t("Calls:"), c("web_search", json!({"query": "a"}))],
+        ),
+        case(
+            "json after prose naming a tool not offered is text",
+            r#"The format is {"name": "make_coffee", "parameters": {"size": "large"}} as shown."#,
+            vec![t(
+                r#"The format is {"name": "make_coffee", "parameters": {"size": "large"}} as shown."#,
+            )],
+        ),
+        case(
+            "json after prose whose arguments break the schema is text",
+            r#"For example {"name": "web_search", "parameters": {"q": "x"}} would fail."#,
+            vec![t(
+                r#"For example {"name": "web_search", "parameters": {"q": "x"}} would fail."#,
+            )],
+        ),
+        case(
+            "json with an argument of the wrong type is text",
+            "{\"name\": \"read_document\", \"parameters\": {\"document_id\": \"d\", \"offset\": \"later\"}}",
+            vec![t(
+                "{\"name\": \"read_document\", \"parameters\": {\"document_id\": \"d\", \"offset\": \"later\"}}",
+            )],
+        ),
+        case(
+            "json with an argument a closed schema forbids is text",
+            "{\"name\": \"write_file\", \"parameters\": {\"path\": \"a\", \"content\": \"b\", \"owner\": \"me\"}}",
+            vec![t(
+                "{\"name\": \"write_file\", \"parameters\": {\"path\": \"a\", \"content\": \"b\", \"owner\": \"me\"}}",
+            )],
+        ),
+        case(
+            "json inside a string or call in prose is text",
+            r#"Set cfg = {"name": "web_search", "parameters": {"query": "x"}} or f({"name": "web_search", "parameters": {"query": "x"}})."#,
+            vec![t(
+                r#"Set cfg = {"name": "web_search", "parameters": {"query": "x"}} or f({"name": "web_search", "parameters": {"query": "x"}})."#,
+            )],
+        ),
+    ]
+}
+
+/// Hermes calls whose arguments are strings, and call markup in fences.
+fn hermes_strings_and_fences() -> Vec<Case> {
+    vec![
+        case(
+            "hermes arguments as a plain string are passed on",
+            r#"<tool_call>{"name": "write_file", "arguments": "notes.md"}</tool_call>"#,
+            vec![c("write_file", json!("notes.md"))],
+        ),
+        case(
+            "hermes arguments as a string that only looks like json",
+            r#"<tool_call>{"name": "web_search", "arguments": "{\"query\": \"x\""}</tool_call>"#,
+            vec![c("web_search", json!("{\"query\": \"x\""))],
+        ),
+        case(
+            "function_call wrapper",
+            r#"<function_call>{"name": "web_search", "arguments": {"query": "x"}}</function_call>"#,
+            vec![c("web_search", json!({"query": "x"}))],
+        ),
+        case(
+            "function_call wrapper inside a code fence",
+            "Here it is:\n```\n<function_call>{\"name\": \"web_search\", \"arguments\": {\"query\": \"x\"}}</function_call>\n```\nWaiting for results.",
+            vec![
+                t("Here it is:"),
+                c("web_search", json!({"query": "x"})),
+                t("Waiting for results."),
+            ],
+        ),
+        case(
+            "tool_call inside an xml fence",
+            "```xml\n<tool_call>\n{\"name\": \"fetch_url\", \"arguments\": {\"url\": \"https://a.example\"}}\n</tool_call>\n```",
+            vec![c("fetch_url", json!({"url": "https://a.example"}))],
+        ),
+        case(
+            "a fence holding html stays text",
+            "```html\n<div>hi</div>\n```",
+            vec![t("```html\n<div>hi</div>\n```")],
         ),
     ]
 }
