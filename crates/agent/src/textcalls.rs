@@ -593,18 +593,8 @@ impl StreamParser {
                         return true;
                     }
                     Prefix::No if !self.arrays_off && self.inline_here() => {
-                        match self.inline_opening(i, eof) {
-                            Prefix::Full(_) => {
-                                self.flush_run(run_start, i);
-                                self.start_array(i, i, false, true);
-                                return true;
-                            }
-                            Prefix::Partial => {
-                                self.flush_run(run_start, i);
-                                self.pos = i;
-                                return false;
-                            }
-                            Prefix::No => {}
+                        if let Some(progressed) = self.inline_array(run_start, i, eof) {
+                            return progressed;
                         }
                     }
                     Prefix::No => {}
@@ -614,20 +604,11 @@ impl StreamParser {
                     self.start_array(i, i, false, false);
                     return true;
                 }
-                b'{' if !self.arrays_off && self.inline_here() => match self.inline_opening(i, eof)
-                {
-                    Prefix::Full(_) => {
-                        self.flush_run(run_start, i);
-                        self.start_array(i, i, false, true);
-                        return true;
+                b'{' if !self.arrays_off && self.inline_here() => {
+                    if let Some(progressed) = self.inline_array(run_start, i, eof) {
+                        return progressed;
                     }
-                    Prefix::Partial => {
-                        self.flush_run(run_start, i);
-                        self.pos = i;
-                        return false;
-                    }
-                    Prefix::No => {}
-                },
+                }
                 b'A'..=b'Z' | b'_'
                     if (self.line_start || self.after_markup) && !self.tags.is_empty() =>
                 {
@@ -742,6 +723,23 @@ impl StreamParser {
     /// Whether a bracket here may open calls written after text on its line.
     fn inline_here(&self) -> bool {
         inline_after(self.prev) && self.solid != b'='
+    }
+
+    /// A bracket at `at` after text on its line: `Some` with what
+    /// `step_text` returns when it begins a possible call (or may: then it
+    /// waits), `None` when it is text.
+    fn inline_array(&mut self, run_start: usize, at: usize, eof: bool) -> Option<bool> {
+        let opening = self.inline_opening(at, eof);
+        if matches!(opening, Prefix::No) {
+            return None;
+        }
+        self.flush_run(run_start, at);
+        if let Prefix::Partial = opening {
+            self.pos = at;
+            return Some(false);
+        }
+        self.start_array(at, at, false, true);
+        Some(true)
     }
 
     /// A first look at a bracket after text, before it is taken for a
