@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use data_plane_extract::charset::{self, Hints};
 use data_plane_extract::html::readable::{Metadata, extract_html};
 use ego_tree::iter::Edge;
 use pulldown_cmark::{Event, Parser, TagEnd};
@@ -56,29 +57,73 @@ pub fn fixture_dirs(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Extracts one fixture page and scores it.
+/// Extracts one fixture page and scores it. The page's bytes are decoded as
+/// a fetched page's are (`charset::decode`); the reference is `expected.html`
+/// (its text) or else `expected.txt`, and metadata is compared where
+/// `expected-metadata.json` exists.
 pub fn score_dir(dir: &Path) -> std::io::Result<PageScore> {
-    let source = std::fs::read_to_string(dir.join("source.html"))?;
-    let expected = std::fs::read_to_string(dir.join("expected.html"))?;
-    let meta_text = std::fs::read_to_string(dir.join("expected-metadata.json"))?;
-    let expected_meta: serde_json::Value = serde_json::from_str(&meta_text)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let bytes = std::fs::read(dir.join("source.html"))?;
+    let hints = Hints {
+        html: true,
+        ..Hints::default()
+    };
+    let (source, _) = charset::decode(&bytes, hints);
+    let expected_text = expected_text(dir)?;
+    let expected_meta: serde_json::Value =
+        match std::fs::read_to_string(dir.join("expected-metadata.json")) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Value::Null,
+            Err(e) => return Err(e),
+        };
     let page = extract_html(&source, None);
-    let expected_text = html_text(&expected);
     let (precision, recall, f1) = token_scores(&markdown_text(&page.markdown), &expected_text);
     let (_, _, baseline_f1) = token_scores(&html_text(&source), &expected_text);
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     Ok(PageScore {
-        name,
+        name: dir_name(dir),
         precision,
         recall,
         f1,
         fields: compare_metadata(&page.metadata, &expected_meta),
         baseline_f1,
     })
+}
+
+/// The reference text of a fixture page.
+pub fn expected_text(dir: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(dir.join("expected.html")) {
+        Ok(html) => Ok(html_text(&html)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::read_to_string(dir.join("expected.txt"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Scores another extractor's saved output for a fixture page: `<tool>.html`
+/// is read as HTML, `<tool>.txt` as plain text. None when there is no output.
+pub fn score_other(dir: &Path, output_dir: &Path, tool: &str) -> Option<PageScore> {
+    let ours = if let Ok(html) = std::fs::read_to_string(output_dir.join(format!("{tool}.html"))) {
+        html_text(&html)
+    } else {
+        std::fs::read_to_string(output_dir.join(format!("{tool}.txt"))).ok()?
+    };
+    let expected = expected_text(dir).ok()?;
+    let (precision, recall, f1) = token_scores(&ours, &expected);
+    Some(PageScore {
+        name: dir_name(dir),
+        precision,
+        recall,
+        f1,
+        fields: Vec::new(),
+        baseline_f1: 0.0,
+    })
+}
+
+pub fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 pub fn summarize(scores: &[PageScore]) -> Summary {
@@ -274,6 +319,9 @@ fn compare_metadata(
         ("site_name", &ours.site_name, "siteName"),
         ("published_time", &ours.published_time, "publishedTime"),
     ];
+    if expected.is_null() {
+        return Vec::new();
+    }
     pairs
         .iter()
         .map(|(field, got, key)| {
