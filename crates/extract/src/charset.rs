@@ -4,7 +4,11 @@
 //! Content-Type declares, else (for HTML) a `<meta>` declaration in the first
 //! kilobyte, else UTF-8 when the bytes are valid UTF-8, else the legacy
 //! encoding chardetng finds most likely (told the site's top-level domain
-//! when there is one). `decode` is the lenient reading a fetched page gets;
+//! when there is one). One departure: a declared legacy encoding loses to
+//! UTF-8 when the bytes are valid UTF-8 and not plain ASCII, because pages
+//! converted to UTF-8 often keep their old declaration, and reading them as
+//! declared turns every accented letter into mojibake ("cafÃ©"); legacy text
+//! that happens to be valid UTF-8 beyond ASCII is rare enough to lose. `decode` is the lenient reading a fetched page gets;
 //! `decode_strict` the one an uploaded file gets, which refuses binary data
 //! and gives canonical text.
 
@@ -29,7 +33,7 @@ pub struct Hints<'a> {
 pub fn decode<'a>(body: &'a [u8], hints: Hints<'_>) -> (Cow<'a, str>, &'static Encoding) {
     let encoding = Encoding::for_bom(body)
         .map(|(e, _)| e)
-        .or_else(|| declared(body, hints))
+        .or_else(|| declared(body, hints).map(|e| utf8_over_declared(body, e)))
         .unwrap_or_else(|| guess(body, hints.tld, Utf8Detection::Allow));
     let (text, used, _) = encoding.decode(body);
     (text, used)
@@ -99,6 +103,18 @@ fn decode_legacy(body: &[u8], hints: Hints<'_>) -> Result<String, CharsetError> 
         });
     }
     Ok(text.into_owned())
+}
+
+/// UTF-8 in place of a declared encoding when the bytes are UTF-8 beyond
+/// ASCII: read as declared they would be mojibake, read as UTF-8 they are
+/// clean. All-ASCII bytes read the same either way, or are a 7-bit encoding
+/// such as ISO-2022-JP that the declaration is right about.
+fn utf8_over_declared(body: &[u8], declared: &'static Encoding) -> &'static Encoding {
+    if declared != UTF_8 && !body.is_ascii() && std::str::from_utf8(body).is_ok() {
+        UTF_8
+    } else {
+        declared
+    }
 }
 
 /// The encoding the headers or, for HTML, the document itself declares.
@@ -215,6 +231,89 @@ mod tests {
         check(b"caf\xE9 cr\xE8me br\xFBl\xE9e", Some("café crème brûlée"));
         check(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", None);
         check(b"", Some(""));
+    }
+
+    #[test]
+    fn a_legacy_declaration_loses_to_clean_utf8() {
+        // (declaration in a header or a meta tag, body after the head, expected text, encoding used)
+        let check = |content_type: Option<&str>,
+                     meta: &str,
+                     body: &[u8],
+                     expected: &str,
+                     used: &'static Encoding| {
+            let mut page = format!("<html><head>{meta}</head><body>").into_bytes();
+            page.extend_from_slice(body);
+            page.extend_from_slice(b"</body></html>");
+            let hints = Hints {
+                content_type,
+                html: true,
+                tld: None,
+            };
+            let (text, encoding) = decode(&page, hints);
+            assert!(text.contains(expected), "{content_type:?} {meta}: {text}");
+            assert_eq!(encoding, used, "{content_type:?} {meta}");
+        };
+        let win1252 = "<meta charset=\"windows-1252\">";
+        let latin1 = "<meta http-equiv=\"Content-Type\" content=\"text/html; charset=iso-8859-1\">";
+        let sjis = "<meta charset=\"shift_jis\">";
+        let utf8_french = "café crème brûlée – “quoted”";
+        let utf8_japanese = "日本語のページです。";
+        // Valid UTF-8 beyond ASCII: read as UTF-8 whatever is declared.
+        check(None, win1252, utf8_french.as_bytes(), utf8_french, UTF_8);
+        check(None, latin1, utf8_french.as_bytes(), utf8_french, UTF_8);
+        check(None, sjis, utf8_japanese.as_bytes(), utf8_japanese, UTF_8);
+        check(
+            Some("text/html; charset=ISO-8859-1"),
+            "",
+            utf8_french.as_bytes(),
+            utf8_french,
+            UTF_8,
+        );
+        check(
+            Some("text/html; charset=Shift_JIS"),
+            "",
+            utf8_japanese.as_bytes(),
+            utf8_japanese,
+            UTF_8,
+        );
+        // Bytes that are not UTF-8: the declaration stands.
+        check(
+            None,
+            win1252,
+            b"caf\xE9 cr\xE8me \x93quoted\x94",
+            "café crème “quoted”",
+            WINDOWS_1252,
+        );
+        check(
+            None,
+            latin1,
+            b"caf\xE9 br\xFBl\xE9e",
+            "café brûlée",
+            WINDOWS_1252,
+        );
+        check(
+            None,
+            sjis,
+            b"\x93\xfa\x96\x7b\x8c\xea",
+            "日本語",
+            encoding_rs::SHIFT_JIS,
+        );
+        check(
+            Some("text/html; charset=shift_jis"),
+            "",
+            b"\x93\xfa\x96\x7b\x8c\xea",
+            "日本語",
+            encoding_rs::SHIFT_JIS,
+        );
+        // Plain ASCII keeps its declaration (a 7-bit encoding is read as one).
+        check(
+            None,
+            "<meta charset=\"iso-2022-jp\">",
+            b"\x1b$BF|K\\8l\x1b(B",
+            "日本語",
+            encoding_rs::ISO_2022_JP,
+        );
+        check(None, win1252, b"plain", "plain", WINDOWS_1252);
     }
 
     #[test]
