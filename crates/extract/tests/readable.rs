@@ -280,6 +280,37 @@ fn boilerplate_is_left_out() {
 }
 
 #[test]
+fn mathematics_is_kept_as_tex_or_text() {
+    let tex = r#"<math><semantics><mrow><mi>E</mi><mo>=</mo><mi>m</mi><msup><mi>c</mi><mn>2</mn></msup></mrow><annotation encoding="application/x-tex">E = mc^2</annotation></semantics></math>"#;
+    let display = r#"<math display="block"><mfrac><mrow><mi>a</mi><mo>+</mo><mi>b</mi></mrow><mn>2</mn></mfrac></math>"#;
+    let katex = r#"<span class="katex"><span class="katex-mathml"><math><semantics><msqrt><mi>x</mi></msqrt><annotation encoding="application/x-tex">\sqrt{x}</annotation></semantics></math></span><span class="katex-html" aria-hidden="true"><span class="mord sqrt">√x glyphs</span></span></span>"#;
+    let html = format!(
+        "<article>{}<p>Einstein wrote {tex} for a body at rest, and the paper explains, in detail, what follows from it.</p>\
+         <div class=\"equation\">{display}</div>\
+         <p>The root {katex} grows slowly, as the second section shows, with examples.</p>{}</article>",
+        prose("physics"),
+        prose("maths"),
+    );
+    let md = page(&html).markdown;
+    for kept in [
+        "Einstein wrote $E = mc^2$ for a body",
+        "\n\n(a + b)/2\n\n",
+        "The root $\\sqrt{x}$ grows",
+    ] {
+        assert!(md.contains(kept), "expected {kept:?} in:\n{md}");
+    }
+    assert!(!md.contains("glyphs"), "{md}");
+    // An uploaded document's text keeps them too.
+    let doc = data_plane_extract::html::text::document(&html, &Default::default());
+    assert!(
+        doc.text.contains("Einstein wrote $E = mc^2$ for"),
+        "{}",
+        doc.text
+    );
+    assert!(doc.text.contains("\n\n(a + b)/2\n\n"), "{}", doc.text);
+}
+
+#[test]
 fn metadata_comes_from_the_page() {
     fn check(head: &str, body: &str, expected: Metadata) {
         let html = format!(

@@ -29,10 +29,39 @@ pub(crate) struct Node<'a> {
 /// Tags whose contents are never readable text, for both readers (the
 /// readable extraction of web pages and the whole-document text of uploads,
 /// which also drops page chrome: `text::CHROME`).
+///
+/// MathML is not here: its token elements are counted as text, and both
+/// readers render a formula whole through `math` (a TeX annotation inside it,
+/// never shown as text, is here).
 pub(crate) const DEAD: &[&str] = &[
-    "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "math",
-    "canvas", "button", "input", "select", "textarea", "option", "link", "meta", "head", "title",
-    "frameset", "frame", "audio", "video", "source", "track", "map", "dialog",
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "annotation",
+    "annotation-xml",
+    "canvas",
+    "button",
+    "input",
+    "select",
+    "textarea",
+    "option",
+    "link",
+    "meta",
+    "head",
+    "title",
+    "frameset",
+    "frame",
+    "audio",
+    "video",
+    "source",
+    "track",
+    "map",
+    "dialog",
 ];
 
 /// Elements that start a block of their own: the one list of both readers
@@ -104,6 +133,7 @@ pub(crate) struct Sums {
     pub input: Vec<u32>,
     pub embed: Vec<u32>,
     pub heading: Vec<u32>,
+    pub math: Vec<u32>,
 }
 
 /// What a subtree holds.
@@ -118,6 +148,8 @@ pub(crate) struct Stats {
     pub input: usize,
     pub embed: usize,
     pub heading: usize,
+    /// Formulas (`math::is_formula`).
+    pub math: usize,
 }
 
 impl Stats {
@@ -226,6 +258,7 @@ impl<'a> Dom<'a> {
             input: d(&s.input),
             embed: d(&s.embed),
             heading: d(&s.heading),
+            math: d(&s.math),
         }
     }
 
@@ -236,6 +269,17 @@ impl<'a> Dom<'a> {
         let end = self.nodes[i].end;
         let mut j = i;
         while j < end && out.len() <= limit {
+            if super::math::is_formula(self, j) {
+                if let Some(f) = super::math::formula(self, j) {
+                    if space && !out.is_empty() {
+                        out.push(' ');
+                    }
+                    space = false;
+                    out.push_str(&f.text);
+                }
+                j = self.nodes[j].end;
+                continue;
+            }
             if DEAD.contains(&self.tag(j)) && j != i {
                 j = self.nodes[j].end;
                 continue;
@@ -321,6 +365,7 @@ fn compute_sums(nodes: &[Node<'_>]) -> Sums {
         &mut s.input,
         &mut s.embed,
         &mut s.heading,
+        &mut s.math,
     ] {
         v.reserve(n + 1);
         v.push(0);
@@ -331,8 +376,8 @@ fn compute_sums(nodes: &[Node<'_>]) -> Sums {
         } else {
             flags[node.parent]
         };
-        let (mut text, mut commas, mut p, mut img, mut li, mut input, mut embed) =
-            (0u32, 0u32, 0u32, 0u32, 0u32, 0u32, 0u32);
+        let (mut text, mut commas, mut p, mut img, mut li, mut input, mut embed, mut math) =
+            (0u32, 0u32, 0u32, 0u32, 0u32, 0u32, 0u32, 0u32);
         match node.data {
             Data::Element(e) => {
                 let tag = e.name();
@@ -355,6 +400,14 @@ fn compute_sums(nodes: &[Node<'_>]) -> Sums {
                     "input" | "select" | "textarea" | "button" => input = 1,
                     "embed" | "object" | "iframe" | "video" | "audio" => embed = 1,
                     "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => f |= IN_HEADING,
+                    "math" => math = 1,
+                    "script"
+                        if e.attr("type").is_some_and(|t| {
+                            t.trim().to_ascii_lowercase().starts_with("math/")
+                        }) =>
+                    {
+                        math = 1
+                    }
                     _ => {}
                 }
             }
@@ -391,6 +444,7 @@ fn compute_sums(nodes: &[Node<'_>]) -> Sums {
         push(&mut s.input, input);
         push(&mut s.embed, embed);
         push(&mut s.heading, if f & IN_HEADING != 0 { text } else { 0 });
+        push(&mut s.math, math);
     }
     s
 }

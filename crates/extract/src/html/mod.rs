@@ -11,6 +11,7 @@
 
 pub(crate) mod dom;
 mod head;
+mod math;
 pub mod readable;
 pub mod text;
 

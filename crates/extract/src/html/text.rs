@@ -147,6 +147,19 @@ fn readable_text(dom: &Dom<'_>) -> (String, Vec<Heading>) {
             }
             None => (0, false),
         };
+        if super::math::is_formula(dom, i) {
+            if let Some(f) = super::math::formula(dom, i) {
+                if f.display {
+                    out.block(Break::Paragraph);
+                }
+                out.text(&f.text, false);
+                if f.display {
+                    out.block(Break::Paragraph);
+                }
+            }
+            i = dom.end(i);
+            continue;
+        }
         if is_dropped(dom, i) {
             i = dom.end(i);
             continue;

@@ -7,6 +7,7 @@
 //! the pass that kept most wins.
 
 use crate::html::dom::{DEAD, Dom, folded_len, is_block};
+use crate::html::math::is_formula;
 
 /// The content a reader keeps: subtrees to render, and nodes inside them to skip.
 pub(crate) struct Content {
@@ -119,7 +120,7 @@ fn attempt(dom: &Dom<'_>, body: usize, pass: Pass, title: Option<&str>) -> Conte
 /// Whether element `i` and its subtree are never content.
 fn prune(dom: &Dom<'_>, i: usize, pass: Pass, byline: &mut Option<String>) -> bool {
     let tag = dom.tag(i);
-    if DEAD.contains(&tag) || is_hidden(dom, i) {
+    if (DEAD.contains(&tag) && !is_formula(dom, i)) || is_hidden(dom, i) {
         return true;
     }
     if byline.is_none() && is_byline(dom, i) {
@@ -697,6 +698,7 @@ fn should_clean(
         || (!is_list
             && heading_density < 0.9
             && st.text < MIN_PARAGRAPH
+            && st.math == 0
             && (img == 0.0 || img > 2.0)
             && !in_figure)
         || (!is_list && weight < 25.0 && density > 0.2)

@@ -10,6 +10,7 @@ use url::Url;
 use super::Link;
 use super::content::{Content, is_data_table};
 use crate::html::dom::{DEAD, Dom};
+use crate::html::math;
 
 /// Constructs nested deeper than this render as plain blocks, so rewriting
 /// buffers on close stays linear in practice.
@@ -168,6 +169,10 @@ impl Renderer<'_, '_> {
             return Visit::Done;
         };
         let tag = el.name();
+        if math::is_formula(dom, i) {
+            self.formula(i);
+            return Visit::Done;
+        }
         if DEAD.contains(&tag) {
             return Visit::Done;
         }
@@ -575,6 +580,33 @@ impl Renderer<'_, '_> {
             None => return,
         };
         self.push_inline(false, &shown, false);
+    }
+
+    /// A formula: TeX in `$…$` as written, a linear reading escaped as text;
+    /// a display formula is a paragraph of its own.
+    fn formula(&mut self, i: usize) {
+        let Some(f) = math::formula(self.dom, i) else {
+            return;
+        };
+        let shown = if f.text.starts_with('$') {
+            f.text
+        } else {
+            let mut s = String::new();
+            for (k, word) in f.text.split(' ').enumerate() {
+                if k > 0 {
+                    s.push(' ');
+                }
+                escape_into(&mut s, word, false);
+            }
+            s
+        };
+        if f.display {
+            self.block_break();
+            self.top().buf.push_str(&shown);
+            self.block_break();
+        } else {
+            self.push_inline(false, &shown, false);
+        }
     }
 
     fn preformatted(&mut self, i: usize) {
