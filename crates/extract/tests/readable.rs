@@ -279,6 +279,133 @@ fn boilerplate_is_left_out() {
     }
 }
 
+/// Navigation every synthetic layout below starts with.
+const NAV: &str = r#"<div class="top"><ul><li><a href="/a">Home</a></li><li><a href="/b">World</a></li><li><a href="/c">Business</a></li></ul></div>"#;
+
+#[test]
+fn articles_split_by_widgets_keep_their_paragraphs_and_lose_the_widgets() {
+    let p = |t: &str| prose(t);
+    let layouts: Vec<(&str, String)> = vec![
+        (
+            "magazine segments between an ad, a pull quote, a sign-up and related links",
+            format!(
+                r#"{NAV}<article><h1>Big Story</h1><div class="article-body">
+                <div class="body-segment">{}{}</div>
+                <div class="ad-container"><div class="ad">Advertisement</div></div>
+                <aside class="pullquote"><blockquote>“Widget words: a pull quote”</blockquote></aside>
+                <div class="body-segment">{}</div>
+                <div class="newsletter-signup"><h3>Sign up for our newsletter</h3><p>Widget words: the best stories every morning, in your inbox, for free.</p><form><input type="email"><button>Sign up</button></form></div>
+                <div class="body-segment">{}{}</div>
+                <div class="related-links"><h4>Read more</h4><ul><li><a href="/x">Widget words: the mayor and the bridge over the river</a></li><li><a href="/y">Widget words: weekend weather promises sun</a></li></ul></div>
+                <div class="body-segment">{}</div></div></article>"#,
+                p("one"),
+                p("two"),
+                p("three"),
+                p("four"),
+                p("five"),
+                p("six")
+            ),
+        ),
+        (
+            "unclassed widgets and a pull quote repeating the text",
+            format!(
+                r#"{NAV}<div id="main"><div class="post"><h2>Post</h2><div>{}{}{}</div>
+                <div><h3>You may also like</h3><ul><li><a href="/p1">Widget words: ten tips for a better garden</a></li><li><a href="/p2">Widget words: how we rebuilt the old barn</a></li></ul></div>
+                <div>{}</div>
+                <blockquote>which options it weighed, and why the final choice</blockquote>
+                <div>{}</div><div>{}</div></div></div>"#,
+                p("one"),
+                p("two"),
+                p("three"),
+                p("four"),
+                p("five"),
+                p("six")
+            ),
+        ),
+        (
+            "paragraphs in one container around embeds, related posts and sharing",
+            format!(
+                r#"{NAV}<div class="entry-content">{}{}
+                <div class="jp-relatedposts"><h3>Related</h3><div><a href="/r1">Widget words: an older post about the council</a></div><div><a href="/r2">Widget words: another older post on budgets</a></div></div>
+                {}{}
+                <div class="sharedaddy sd-sharing-enabled"><h3>Share this:</h3><ul><li><a href="/s1">Twitter</a></li><li><a href="/s2">Facebook</a></li></ul></div>
+                {}{}</div>"#,
+                p("one"),
+                p("two"),
+                p("three"),
+                p("four"),
+                p("five"),
+                p("six")
+            ),
+        ),
+        (
+            "related teasers with descriptions under a plain heading",
+            format!(
+                r#"{NAV}<div class="content"><div>{}{}{}</div>
+                <div><h3>Related articles</h3><div><a href="/t1">Widget words</a><p>Widget words: a short description of a related story, with commas and details.</p></div><div><a href="/t2">Widget words</a><p>Widget words: another description of a story, with commas, and words.</p></div></div>
+                <div>{}{}{}</div></div>"#,
+                p("one"),
+                p("two"),
+                p("three"),
+                p("four"),
+                p("five"),
+                p("six")
+            ),
+        ),
+    ];
+    for (layout, body) in layouts {
+        let md = page(&body).markdown;
+        for t in ["one", "two", "three", "four", "five", "six"] {
+            let kept = format!("The {t} report");
+            assert!(md.contains(&kept), "{layout}: lost {kept:?} in:\n{md}");
+        }
+        assert!(
+            !md.contains("Widget words"),
+            "{layout}: kept a widget in:\n{md}"
+        );
+        assert!(
+            !md.contains("which options it weighed, and why the final choice\n"),
+            "{layout}: kept a pull quote in:\n{md}"
+        );
+        for chrome in ["Home", "Advertisement", "Sign up", "Share this", "Twitter"] {
+            assert!(!md.contains(chrome), "{layout}: kept {chrome:?} in:\n{md}");
+        }
+    }
+}
+
+#[test]
+fn japanese_pages_lose_readings_and_site_chrome() {
+    let html = r#"<div id="header"><ul><li><a href="/">ホーム</a></li><li><a href="/n">ニュース</a></li><li><a href="/s">スポーツ</a></li></ul></div>
+        <div id="main"><h1>東京で新しい図書館が開館</h1><div class="article">
+        <p>東京都は十日、<ruby>中央<rp>（</rp><rt>ちゅうおう</rt><rp>）</rp></ruby>図書館を新たに開館したと発表した。館内には約五十万冊の本があり、子どもから大人まで利用できる。</p>
+        <p>開館式には多くの市民が集まり、館長は「地域の知の拠点にしたい」と語った。利用は無料で、毎日午前九時から午後八時まで開いている。</p>
+        <div><h3>関連記事</h3><ul><li><a href="/1">大阪で美術館が改装オープン、来場者が増加</a></li><li><a href="/2">京都の古書店街に若者が集まる理由とは</a></li></ul></div>
+        <p>図書館では今後、<ruby>講演会<rt>こうえんかい</rt></ruby>や読書会などの催しも定期的に開く予定だという。担当者は「多くの人に足を運んでほしい」と話している。</p>
+        </div><div class="box"><h3>アクセスランキング</h3><ol><li><a href="/r1">人気の記事その一について詳しく紹介します</a></li><li><a href="/r2">人気の記事その二について詳しく紹介します</a></li></ol></div></div>
+        <div id="copyright">著作権は新聞社に帰属します</div>"#;
+    let md = page(html).markdown;
+    for kept in [
+        "東京都は十日、中央図書館を新たに開館した",
+        "館長は「地域の知の拠点にしたい」と語った。",
+        "図書館では今後、講演会や読書会",
+    ] {
+        assert!(md.contains(kept), "expected {kept:?} in:\n{md}");
+    }
+    for dropped in [
+        "ちゅうおう",
+        "こうえんかい",
+        "（",
+        "ホーム",
+        "関連記事",
+        "美術館",
+        "ランキング",
+        "人気の記事",
+        "著作権",
+    ] {
+        assert!(!md.contains(dropped), "expected no {dropped:?} in:\n{md}");
+    }
+}
+
 #[test]
 fn mathematics_is_kept_as_tex_or_text() {
     let tex = r#"<math><semantics><mrow><mi>E</mi><mo>=</mo><mi>m</mi><msup><mi>c</mi><mn>2</mn></msup></mrow><annotation encoding="application/x-tex">E = mc^2</annotation></semantics></math>"#;

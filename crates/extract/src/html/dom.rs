@@ -30,6 +30,8 @@ pub(crate) struct Node<'a> {
 /// readable extraction of web pages and the whole-document text of uploads,
 /// which also drops page chrome: `text::CHROME`).
 ///
+/// Ruby's `rt` and `rp` are: a reading printed over the text would
+/// otherwise be run into it ("漢字かんじ").
 /// MathML is not here: its token elements are counted as text, and both
 /// readers render a formula whole through `math` (a TeX annotation inside it,
 /// never shown as text, is here).
@@ -44,6 +46,9 @@ pub(crate) const DEAD: &[&str] = &[
     "svg",
     "annotation",
     "annotation-xml",
+    // Ruby annotations (readings over Japanese or Chinese text): the base text alone is read.
+    "rt",
+    "rp",
     "canvas",
     "button",
     "input",
@@ -328,7 +333,12 @@ impl Iterator for Children<'_, '_> {
     }
 }
 
-/// Length of `t` with runs of ASCII whitespace counted once.
+/// Length of `t` with runs of ASCII whitespace counted once, in characters
+/// of alphabetic text: a Chinese, Japanese or Korean character counts as
+/// `CJK_WEIGHT`, because such text carries as much in one character as
+/// alphabetic text does in a word, without spaces. Every measure of how much
+/// text a block holds (paragraph points, "enough text", link density) then
+/// means the same for both kinds of script.
 pub(crate) fn folded_len(t: &str) -> usize {
     let mut n = 0;
     let mut in_space = true;
@@ -339,11 +349,27 @@ pub(crate) fn folded_len(t: &str) -> usize {
             }
             in_space = true;
         } else {
-            n += 1;
+            n += if is_cjk(c) { CJK_WEIGHT } else { 1 };
             in_space = false;
         }
     }
     n
+}
+
+/// What one CJK character counts for in `folded_len`.
+const CJK_WEIGHT: usize = 3;
+
+/// Han ideographs, kana and Hangul syllables: scripts written without spaces
+/// between words.
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30FF}'   // hiragana, katakana
+        | '\u{3400}'..='\u{4DBF}' // CJK extension A
+        | '\u{4E00}'..='\u{9FFF}' // CJK unified ideographs
+        | '\u{AC00}'..='\u{D7AF}' // Hangul syllables
+        | '\u{F900}'..='\u{FAFF}' // CJK compatibility ideographs
+        | '\u{FF66}'..='\u{FF9F}' // half-width katakana
+        | '\u{20000}'..='\u{2FA1F}')
 }
 
 fn compute_sums(nodes: &[Node<'_>]) -> Sums {

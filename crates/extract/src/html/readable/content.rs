@@ -6,7 +6,7 @@
 //! class-based pruning, then class weights, then conditional cleaning) and
 //! the pass that kept most wins.
 
-use crate::html::dom::{DEAD, Dom, folded_len, is_block};
+use crate::html::dom::{DEAD, Dom, folded_len, is_block, is_cjk};
 use crate::html::math::is_formula;
 
 /// The content a reader keeps: subtrees to render, and nodes inside them to skip.
@@ -314,6 +314,11 @@ fn class_weight(dom: &Dom<'_>, i: usize) -> f64 {
         "cookie",
         "gdpr",
         "-ad-",
+        "signup",
+        "sign-up",
+        "login",
+        "paywall",
+        "regist",
     ];
     const NEG_WORDS: &[&str] = &[
         "ad", "ads", "hid", "hidden", "meta", "tags", "media", "contact", "nav", "menu", "com",
@@ -565,7 +570,10 @@ fn with_siblings(dom: &Dom<'_>, top: usize, score: &[f64], removed: &[bool]) -> 
                 roots.push(s);
             } else if st.text > 0 && st.text <= 80 && density == 0.0 {
                 let text = dom.inner_text(s, 200);
-                if text.ends_with(['.', '!', '?', '。']) || text.contains(". ") {
+                if text.ends_with(['.', '!', '?', '。', '！', '？', '」'])
+                    || text.contains(". ")
+                    || text.contains('。')
+                {
                     roots.push(s);
                 }
             }
@@ -605,6 +613,7 @@ fn clean(
         ctx[0] |= context_bits(dom, a);
         anc = dom.parent(a);
     }
+    let mut root_text = RootText { root, text: None };
     let mut j = root + 1;
     while j < end {
         if removed[j] {
@@ -612,7 +621,10 @@ fn clean(
             continue;
         }
         let parent = dom.parent(j).map_or(0, |p| ctx[p - root]);
-        if dom.element(j).is_some() && should_clean(dom, j, pass, score, title, parent) {
+        if dom.element(j).is_some()
+            && (is_widget(dom, j, parent, &mut root_text)
+                || should_clean(dom, j, pass, score, title, parent))
+        {
             removed[j] = true;
             j = dom.end(j);
             continue;
@@ -620,6 +632,170 @@ fn clean(
         ctx[j - root] = parent | context_bits(dom, j);
         j += 1;
     }
+}
+
+/// The text of the subtree being cleaned, read once and only when a quote
+/// must be looked for in it.
+struct RootText {
+    root: usize,
+    text: Option<String>,
+}
+
+impl RootText {
+    fn get(&mut self, dom: &Dom<'_>) -> &str {
+        let root = self.root;
+        self.text
+            .get_or_insert_with(|| dom.inner_text(root, usize::MAX))
+    }
+}
+
+/// Headings of the blocks that interrupt an article with other articles,
+/// sign-ups or sharing, lowercased, in the languages most often met; a block
+/// is read as one when its text starts with one of them.
+const WIDGET_HEADINGS: &[&str] = &[
+    "related articles",
+    "related stories",
+    "related posts",
+    "related news",
+    "related content",
+    "related links",
+    "related reading",
+    "related coverage",
+    "related videos",
+    "read more",
+    "read next",
+    "read also",
+    "also read",
+    "more from",
+    "more stories",
+    "more on this",
+    "more in ",
+    "you may also like",
+    "you might also like",
+    "recommended",
+    "most popular",
+    "most read",
+    "trending",
+    "popular posts",
+    "share this",
+    "sign up for",
+    "subscribe to",
+    "get our newsletter",
+    "à lire aussi",
+    "lire aussi",
+    "sur le même sujet",
+    "les plus lus",
+    "mehr zum thema",
+    "das könnte sie auch interessieren",
+    "meistgelesen",
+    "te puede interesar",
+    "lo más visto",
+    "más leídas",
+    "noticias relacionadas",
+    "leggi anche",
+    "关联",
+    "相关",
+    "相關",
+    "推荐阅读",
+    "延伸阅读",
+    "延伸閱讀",
+    "热门",
+    "熱門",
+    "関連記事",
+    "関連ニュース",
+    "関連リンク",
+    "おすすめ",
+    "オススメ",
+    "人気記事",
+    "ランキング",
+    "アクセスランキング",
+    "あわせて読みたい",
+    "この記事を読んだ人",
+    "注目記事",
+    "관련기사",
+    "관련 기사",
+    "많이 본",
+    "เรื่องที่เกี่ยวข้อง",
+];
+
+/// Whether element `j` interrupts the article rather than belonging to it: a
+/// pull quote (marked as one, or a blockquote repeating the article's own
+/// words) or a block of links to other articles, sharing or a sign-up that
+/// opens with such a heading. Unlike `should_clean` this holds in every pass:
+/// these blocks are never the content, however little else there is.
+fn is_widget(dom: &Dom<'_>, j: usize, enclosing: u8, root_text: &mut RootText) -> bool {
+    if enclosing & (IN_CODE | IN_DATA_TABLE) != 0 {
+        return false;
+    }
+    let tag = dom.tag(j);
+    let hints = class_and_id(dom, j);
+    if ["pullquote", "pull-quote", "pull_quote", "pullout"]
+        .iter()
+        .any(|h| hints.contains(h))
+    {
+        return true;
+    }
+    if tag == "blockquote" {
+        let quote = dom.inner_text(j, 400);
+        let quote = quote.trim_matches(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '"' | '\'' | '“' | '”' | '‘' | '’' | '«' | '»' | '「' | '」'
+                )
+        });
+        let len = folded_len(quote);
+        // The article holds these words once besides this quote.
+        return (20..=400).contains(&len) && root_text.get(dom).matches(quote).count() >= 2;
+    }
+    let heading = matches!(tag, "h2" | "h3" | "h4" | "h5" | "h6");
+    if !heading && !matches!(tag, "div" | "section" | "ul" | "ol" | "p" | "dl" | "table") {
+        return false;
+    }
+    let st = dom.stats(j);
+    if heading {
+        // A widget's heading standing apart from its list of links.
+        return opens_widget(dom, j)
+            && next_element(dom, j).is_some_and(|n| dom.stats(n).link_density() >= 0.5);
+    }
+    if st.text > 1500 {
+        return false;
+    }
+    let density = st.link_density();
+    if density >= 0.5
+        && previous_element(dom, j).is_some_and(|p| {
+            matches!(dom.tag(p), "h2" | "h3" | "h4" | "h5" | "h6") && opens_widget(dom, p)
+        })
+    {
+        return true;
+    }
+    // Teasers of other articles carry descriptions beside their links: a
+    // lower density suffices when the block opens with a heading element.
+    let first = (j + 1..dom.end(j)).find(|&k| dom.element(k).is_some());
+    let titled = first.is_some_and(|k| matches!(dom.tag(k), "h2" | "h3" | "h4" | "h5" | "h6"));
+    density >= if titled { 0.1 } else { 0.3 } && opens_widget(dom, j)
+}
+
+/// Whether the text of `i` starts with a widget's heading.
+fn opens_widget(dom: &Dom<'_>, i: usize) -> bool {
+    let opening = dom.inner_text(i, 80).to_lowercase();
+    WIDGET_HEADINGS.iter().any(|h| opening.starts_with(h))
+}
+
+fn next_element(dom: &Dom<'_>, i: usize) -> Option<usize> {
+    let parent = dom.parent(i)?;
+    dom.children(parent)
+        .skip_while(|&c| c != i)
+        .skip(1)
+        .find(|&c| dom.element(c).is_some())
+}
+
+fn previous_element(dom: &Dom<'_>, i: usize) -> Option<usize> {
+    let parent = dom.parent(i)?;
+    dom.children(parent)
+        .take_while(|&c| c != i)
+        .filter(|&c| dom.element(c).is_some())
+        .last()
 }
 
 fn should_clean(
@@ -756,11 +932,26 @@ pub(crate) fn is_data_table(dom: &Dom<'_>, t: usize) -> bool {
 /// Whether a heading repeats the title: nearly all its words are in the
 /// title and they make up at least half of it.
 fn similar(heading: &str, title: &str) -> bool {
+    // Words of alphabetic text; each character of text written without spaces.
     let words = |s: &str| -> Vec<String> {
-        s.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect()
+        let mut out = Vec::new();
+        for run in s.split(|c: char| !c.is_alphanumeric()) {
+            let mut word = String::new();
+            for c in run.chars() {
+                if is_cjk(c) {
+                    if !word.is_empty() {
+                        out.push(std::mem::take(&mut word).to_lowercase());
+                    }
+                    out.push(c.to_string());
+                } else {
+                    word.push(c);
+                }
+            }
+            if !word.is_empty() {
+                out.push(word.to_lowercase());
+            }
+        }
+        out
     };
     let (h, t) = (words(heading), words(title));
     if h.is_empty() || t.is_empty() {
