@@ -84,10 +84,21 @@ await drive("chat views", { origin: base, permissions: ["clipboard-read", "clipb
     await locator.screenshot({ path: `${shotDir}/${name}` });
   }
 
-  async function closeViewer(opener) {
-    await page.keyboard.press("Escape");
+  // The dialog hides at once but its close event, which gives the focus
+  // back, comes a task later: the next step starts only once it has, or
+  // its own focus would be taken away.
+  async function closeViewer(opener, button) {
+    if (button) await viewer.locator(".viewer-close").click();
+    else await page.keyboard.press("Escape");
     await viewer.waitFor({ state: "hidden" });
-    const back = await opener.evaluate((node) => node === document.activeElement);
+    const back = await opener
+      .evaluate((node) => new Promise((done) => {
+        const until = Date.now() + 5000;
+        (function look() {
+          if (node === document.activeElement || Date.now() > until) done(node === document.activeElement);
+          else setTimeout(look, 20);
+        })();
+      }));
     check(back, "closing the viewer did not give the focus back to what opened it");
   }
 
@@ -218,8 +229,7 @@ await drive("chat views", { origin: base, permissions: ["clipboard-read", "clipb
   check(from === before, `Later read from ${from}, not where the page before ended (${before})`);
   await viewer.locator(".viewer-earlier").click();
   await page.waitForFunction((shown) => document.querySelector("#viewer .viewer-where").textContent !== shown, later);
-  await viewer.locator(".viewer-close").click();
-  await viewer.waitFor({ state: "hidden" });
+  await closeViewer(matchLine.locator(".grep-open"), true);
 
   step("a search hit opens the viewer at its passage");
   const hitOpener = firstHit.locator(".doc-open");
