@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use data_plane_agent::AgentConfig;
-use data_plane_embed::Embedder;
+use data_plane_embed::{Embedder, Reranker};
 use data_plane_registry::{Registry, ToolContext, ToolError};
 use data_plane_search::KeywordIndex;
 use data_plane_store::{Db, Fault, Scope, ScopedTx, StoreError, sqlx_fault};
@@ -25,6 +25,17 @@ pub struct Deps {
     /// registry is built (see [`Deps::connect_model`]): the sub-agent runs
     /// tools through the registry, which holds these very Deps.
     model: OnceLock<ModelLink>,
+    /// The reranker search_documents asks, when one is configured.
+    rerank: OnceLock<Rerank>,
+}
+
+/// search_documents' optional rerank stage.
+#[derive(Debug, Clone)]
+pub struct Rerank {
+    pub reranker: Reranker,
+    /// How many of the best fused candidates it reorders (at least the
+    /// answer's length).
+    pub candidates: usize,
 }
 
 /// The language model behind analyze_document and query_documents'
@@ -126,6 +137,7 @@ impl Deps {
             fetcher: Arc::new(Fetcher::new(FetchConfig::default())),
             web_search: WebSearch::default(),
             model: OnceLock::new(),
+            rerank: OnceLock::new(),
         }
     }
 
@@ -153,6 +165,17 @@ impl Deps {
                 registry: Arc::downgrade(registry),
             })
             .is_ok()
+    }
+
+    /// Gives search_documents a rerank stage. `false` when one was already
+    /// connected (the first one stays).
+    pub fn connect_rerank(&self, rerank: Rerank) -> bool {
+        self.rerank.set(rerank).is_ok()
+    }
+
+    /// The rerank stage, if any.
+    pub(crate) fn rerank(&self) -> Option<&Rerank> {
+        self.rerank.get()
     }
 
     /// The connected model, if any.

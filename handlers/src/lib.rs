@@ -30,7 +30,7 @@ use data_plane_registry::{
 };
 use serde_json::Value;
 
-pub use deps::{Deps, ModelSettings, SubAgentLimits};
+pub use deps::{Deps, ModelSettings, Rerank, SubAgentLimits};
 pub use gate::{HttpGate, HttpGateError};
 pub use ledger::{LedgerOptions, PgLedger};
 pub use read_document::MAX_READ_CHARS;

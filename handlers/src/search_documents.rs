@@ -4,8 +4,10 @@
 //! when the filtered set is small), keyword hits from the Tantivy index
 //! restricted to the caller's spaces, and hybrid fuses both by reciprocal
 //! rank. Every hit is read back from PostgreSQL under row-level security
-//! before it is returned, so a stale keyword-index entry never shows. The
-//! design and measured figures are in docs/search.md.
+//! before it is returned, so a stale keyword-index entry never shows. When
+//! a reranker is configured (`Deps::connect_rerank`), it reorders the best
+//! fused candidates; if it fails, the answer keeps the fused order and says
+//! why. The design and measured figures are in docs/search.md.
 
 use std::time::{Duration, Instant};
 
@@ -173,7 +175,25 @@ pub struct Output {
     /// came back short and the exact path completed it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vector_strategy: Option<VectorStrategy>,
+    /// The rerank stage, when the deployment has one: whether it reordered
+    /// this answer, or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<RerankReport>,
     pub timings: Timings,
+}
+
+/// What the rerank stage did with this answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RerankReport {
+    /// True when the results are in the reranker's order; false when they
+    /// are in fused order because it failed (`error` says how).
+    pub applied: bool,
+    /// How many candidates were sent to it.
+    pub candidates: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One passage, citable by its character range in the document.
@@ -183,10 +203,22 @@ pub struct Hit {
     pub score: f64,
     /// Each retriever that found the passage, with its rank there (1 = best).
     pub found_by: Vec<FoundBy>,
+    /// The reranker's score and the rank the passage had before it, when
+    /// the rerank stage ordered this answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<HitRerank>,
     /// The passage, its document and source (`chunk_id`, `path`, `heading`,
     /// `char_start`/`char_end`, `text`, ...), as fields of the hit itself.
     #[serde(flatten)]
     pub passage: FoundChunk,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct HitRerank {
+    /// The reranker's relevance score (its own scale; higher is better).
+    pub score: f64,
+    /// The passage's rank in the fused order, before reranking.
+    pub fused_rank: usize,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
@@ -213,6 +245,8 @@ pub struct Timings {
     pub vector_ms: f64,
     pub keyword_ms: f64,
     pub fetch_ms: f64,
+    /// The reranker's request (0 without a rerank stage).
+    pub rerank_ms: f64,
     pub total_ms: f64,
 }
 
@@ -256,6 +290,7 @@ pub async fn run(
         results: Vec::new(),
         note: None,
         vector_strategy: None,
+        rerank: None,
         timings: Timings::default(),
     };
     if spaces.is_empty() {
@@ -274,10 +309,15 @@ pub async fn run(
 
     // How deep each retriever looks: fusion needs more than the final list
     // so that a passage ranked well by one side and fairly by the other wins.
+    // A rerank stage reorders `pool` candidates, so each side looks at
+    // least that deep.
+    let rerank = deps.rerank();
+    let pool = rerank.map_or(limit, |r| r.candidates.max(limit));
     let depth = match mode {
         Mode::Hybrid => (limit * 3).max(30),
         Mode::Vector | Mode::Keyword => limit,
-    };
+    }
+    .max(pool);
 
     // Tantivy is synchronous; it searches on the blocking pool while the
     // query is embedded and the vector side runs.
@@ -340,13 +380,75 @@ pub async fn run(
 
     let candidates = rank(mode, fusion, &vector_hits, &keyword_hits);
     let t = Instant::now();
-    output.results = read_back(&mut tx, &filters, candidates, limit).await?;
+    output.results = read_back(&mut tx, &filters, candidates, pool).await?;
     output.timings.fetch_ms = ms(t.elapsed());
     if output.results.is_empty() {
         output.note = Some(empty_note(&mut tx, &filters, mode).await?);
+    } else if let Some(rerank) = rerank {
+        // The reranker is another server: no connection is held while it thinks.
+        drop(tx);
+        let t = Instant::now();
+        output.rerank = Some(rerank_hits(rerank, &query, &mut output.results).await);
+        output.timings.rerank_ms = ms(t.elapsed());
     }
+    output.results.truncate(limit);
     output.timings.total_ms = ms(started.elapsed());
     Ok(output)
+}
+
+/// Reorders `hits` (fused order, best first) by the reranker's scores;
+/// on failure leaves them as they are and says why.
+async fn rerank_hits(rerank: &crate::Rerank, query: &str, hits: &mut Vec<Hit>) -> RerankReport {
+    let documents: Vec<String> = hits
+        .iter()
+        .map(|h| {
+            // The heading path gives a passage its context, less the
+            // heading the passage itself opens with.
+            let mut heading = h.passage.heading.trim();
+            let first_line = h.passage.text.lines().next().unwrap_or_default();
+            let (above, last) = heading.rsplit_once(" › ").unwrap_or(("", heading));
+            if first_line.trim_start_matches('#').trim() == last {
+                heading = above;
+            }
+            if heading.is_empty() {
+                h.passage.text.clone()
+            } else {
+                format!("{heading}\n{}", h.passage.text)
+            }
+        })
+        .collect();
+    let mut report = RerankReport {
+        applied: false,
+        candidates: hits.len(),
+        model: rerank.reranker.config().model.clone(),
+        error: None,
+    };
+    match rerank.reranker.rerank(query, &documents).await {
+        Ok(scores) => {
+            let mut slots: Vec<Option<Hit>> = std::mem::take(hits).into_iter().map(Some).collect();
+            for scored in &scores {
+                if let Some(mut hit) = slots[scored.index].take() {
+                    hit.rerank = Some(HitRerank {
+                        score: scored.score,
+                        fused_rank: hit.rank,
+                    });
+                    hit.rank = hits.len() + 1;
+                    hits.push(hit);
+                }
+            }
+            // Passages it did not score follow, in fused order.
+            for mut hit in slots.into_iter().flatten() {
+                hit.rank = hits.len() + 1;
+                hits.push(hit);
+            }
+            report.applied = true;
+        }
+        Err(e) => {
+            tracing::warn!(tool = NAME, error = %e, "rerank failed; answering in fused order");
+            report.error = Some(format!("{e}; the results are in fused order"));
+        }
+    }
+    report
 }
 
 /// The keyword index's query for `filters`.
@@ -520,6 +622,7 @@ async fn read_back(
                 rank: hits.len() + 1,
                 score: r.score,
                 found_by: r.found_by,
+                rerank: None,
                 passage: row,
             });
         }

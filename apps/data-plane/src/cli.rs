@@ -232,6 +232,10 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .with_runs(global.runs.runs_config()?)
         .with_allowed_origins(global.allowed_origins()?)
         .with_public_url(global.public_url.as_deref())?;
+    if let Some(rerank) = global.rerank.rerank()? {
+        tracing::info!(url = %rerank.reranker.config().url, candidates = rerank.candidates, "search results are reranked");
+        state.deps.connect_rerank(rerank);
+    }
     if let Some(settings) = global.oidc.settings()? {
         tracing::info!(issuer = %settings.issuer, audience = %settings.audience, "accepting the OpenID provider's tokens");
         let oidc = crate::auth::oidc::Oidc::new(settings)?;

@@ -185,9 +185,12 @@ const Views = (() => {
         count(hits.length, "passage"),
         data.mode ? data.mode + " search" : "",
         data.timings && typeof data.timings.total_ms === "number" ? Math.round(data.timings.total_ms) + " ms" : "",
+        data.rerank && data.rerank.applied ? "reranked" + (data.rerank.model ? " by " + data.rerank.model : "") : "",
       ]),
     );
     if (data.note) box.append(note(data.note));
+    // A reranker that failed leaves the fused order; the reader is told why.
+    if (data.rerank && !data.rerank.applied && data.rerank.error) box.append(note("Not reranked: " + data.rerank.error));
     const pattern = wordsOf(data.query || args.query);
     const list = el("ol", "hits");
     for (const hit of hits) {
@@ -217,7 +220,11 @@ const Views = (() => {
         if (i > 0) found.append(", ");
         found.append(el("span", "badge", f.retriever + " #" + f.rank));
       });
-      if ((hit.found_by || []).length > 0) li.append(found);
+      if (hit.rerank && typeof hit.rerank.score === "number") {
+        if ((hit.found_by || []).length > 0) found.append(" · ");
+        found.append(el("span", "badge", "rerank " + hit.rerank.score.toFixed(3) + " (fused #" + hit.rerank.fused_rank + ")"));
+      }
+      if ((hit.found_by || []).length > 0 || hit.rerank) li.append(found);
       list.append(li);
     }
     box.append(list);

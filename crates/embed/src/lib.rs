@@ -1,5 +1,6 @@
 //! Sentence embeddings for chunks and queries: the local all-MiniLM-L6-v2 model
-//! read from files, or any OpenAI-compatible embeddings endpoint.
+//! read from files, or any OpenAI-compatible embeddings endpoint; and the
+//! optional reranker search asks over HTTP (`rerank.rs`).
 //!
 //! Every vector that leaves this crate is L2-normalised, so cosine similarity
 //! is a plain dot product and pgvector's inner-product operators can be used.
@@ -10,6 +11,7 @@ mod few_rows;
 mod kernels;
 mod local;
 mod remote;
+mod rerank;
 mod vector;
 
 use std::fmt;
@@ -19,6 +21,7 @@ use std::time::Duration;
 pub use error::EmbedError;
 pub use local::LocalEmbedder;
 pub use remote::RemoteEmbedder;
+pub use rerank::{RerankApi, RerankConfig, RerankError, RerankScore, Reranker};
 pub use vector::{cosine, normalise};
 
 /// Dimension of the vectors produced by the default local model, all-MiniLM-L6-v2.

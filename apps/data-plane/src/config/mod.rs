@@ -9,6 +9,7 @@ mod model;
 mod modules;
 mod oidc;
 mod origins;
+mod rerank;
 mod runs;
 mod secrets;
 mod web_search;
@@ -21,6 +22,7 @@ pub use model::{ModelArgs, is_local_url};
 pub use modules::ModuleArgs;
 pub use oidc::OidcArgs;
 pub use origins::LOOPBACK_ORIGINS;
+pub use rerank::RerankArgs;
 pub use runs::RunArgs;
 pub use secrets::jwt_secret;
 pub use web_search::WebSearchArgs;
@@ -113,6 +115,9 @@ pub struct GlobalArgs {
 
     #[command(flatten)]
     pub web_search: WebSearchArgs,
+
+    #[command(flatten)]
+    pub rerank: RerankArgs,
 
     #[command(flatten)]
     pub limits: LimitArgs,
