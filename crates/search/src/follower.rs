@@ -22,6 +22,12 @@ use crate::{ChunkDoc, IndexOp, KeywordIndex, SearchError};
 const BATCH: i64 = 500;
 /// The poll interval when no notification arrives.
 const POLL: Duration = Duration::from_secs(5);
+/// After a catch-up that applied something, the next waits this long, so
+/// an ingest that commits document after document is followed by one index
+/// commit per interval instead of one per document (each commit writes and
+/// syncs a segment, reloads the reader and feeds the merges). A change
+/// after a quiet spell is applied at once.
+const SETTLE: Duration = Duration::from_millis(1000);
 
 /// The documents a batch of the log changed, as the follower applied them
 /// (oldest first).
@@ -109,23 +115,44 @@ impl Follower {
     /// Follows the log until `stop` turns true: catches up at start, on
     /// every notification, after every (re)connection of its subscription
     /// (notifications may have been missed) and at least every [`POLL`].
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, stop: watch::Receiver<bool>) {
+        self.run_settling(stop, SETTLE).await
+    }
+
+    /// [`Follower::run`] with another settle interval (tests and benchmarks).
+    pub async fn run_settling(mut self, mut stop: watch::Receiver<bool>, settle: Duration) {
         let mut subscription = Subscription::new(&self.db, NOTIFY_CHANNEL);
         loop {
+            let mut busy = false;
             match self.catch_up().await {
                 Ok(applied) => {
+                    busy = applied > 0;
                     if let Some(then) = self.caught_up.take() {
                         then(applied);
                     }
                 }
                 Err(e) => tracing::error!(error = %e, "keyword index follower failed; retrying"),
             }
+            // While changes keep coming, what arrives during the interval
+            // is applied in one batch after it.
+            if busy && !settle.is_zero() {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(settle) => {}
+                }
+            }
             // A notification or a (re)connection: either way, catch up. A
             // burst of notifications is drained by the one catch-up, since
             // it reads everything committed.
             tokio::select! {
                 _ = stop.changed() => return,
-                _ = subscription.next() => {}
+                _ = subscription.next() => {
+                    // Those queued behind it are drained by the same catch-up.
+                    while tokio::time::timeout(Duration::ZERO, subscription.next())
+                        .await
+                        .is_ok()
+                    {}
+                }
                 _ = tokio::time::sleep(POLL) => {}
             }
             if *stop.borrow() {
