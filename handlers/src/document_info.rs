@@ -107,7 +107,6 @@ pub async fn run(
     })
 }
 
-#[derive(sqlx::FromRow)]
 struct DocRow {
     id: Uuid,
     space_id: Uuid,
@@ -125,6 +124,23 @@ struct DocRow {
     metadata: Value,
     chunks: i64,
 }
+data_plane_store::from_row!(DocRow {
+    id,
+    space_id,
+    source_id,
+    source,
+    path,
+    name,
+    mime,
+    size_bytes,
+    title,
+    language,
+    version,
+    created_at,
+    updated_at,
+    metadata,
+    chunks
+});
 
 /// The same answer whether the document does not exist or is in a space the
 /// caller cannot read: nothing about other spaces leaks.

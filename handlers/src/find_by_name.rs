@@ -78,7 +78,7 @@ pub struct Output {
     pub more: Option<More>,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Found {
     pub document_id: Uuid,
     pub path: String,
@@ -89,6 +89,16 @@ pub struct Found {
     pub size_bytes: i64,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
+data_plane_store::from_row!(Found {
+    document_id,
+    path,
+    name,
+    source_id,
+    source,
+    mime,
+    size_bytes,
+    updated_at
+});
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct More {

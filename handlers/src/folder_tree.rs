@@ -100,7 +100,7 @@ pub struct Output {
     pub tree: Node,
 }
 
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct Row {
     id: Uuid,
     parent_id: Option<Uuid>,
@@ -112,6 +112,17 @@ struct Row {
     descendants: i64,
     folders: i64,
 }
+data_plane_store::from_row!(Row {
+    id,
+    parent_id,
+    name,
+    path,
+    depth,
+    documents,
+    total_documents,
+    descendants,
+    folders
+});
 
 /// One query for the whole subtree. The walk goes to the bottom so the totals
 /// cover folders below max_depth too; `shown` carries each folder's ancestors

@@ -57,7 +57,7 @@ const DEFAULT_LIMIT: u64 = 50;
 const MAX_LIMIT: u64 = 200;
 
 /// A sub-folder, with what it holds so the model can decide where to go next.
-#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FolderEntry {
     pub name: String,
     pub path: String,
@@ -66,8 +66,14 @@ pub struct FolderEntry {
     /// Sub-folders directly inside.
     pub folders: i64,
 }
+data_plane_store::from_row!(FolderEntry {
+    name,
+    path,
+    documents,
+    folders
+});
 
-#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct DocumentEntry {
     pub document_id: Uuid,
     pub name: String,
@@ -77,6 +83,15 @@ pub struct DocumentEntry {
     pub title: Option<String>,
     pub updated_at: DateTime<Utc>,
 }
+data_plane_store::from_row!(DocumentEntry {
+    document_id,
+    name,
+    path,
+    mime,
+    size_bytes,
+    title,
+    updated_at
+});
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {

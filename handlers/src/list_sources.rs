@@ -38,7 +38,7 @@ pub fn available(ctx: &ToolContext) -> bool {
 }
 
 /// One source of the space.
-#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SourceInfo {
     pub source_id: Uuid,
     pub name: String,
@@ -47,6 +47,14 @@ pub struct SourceInfo {
     pub folders: i64,
     pub bytes: i64,
 }
+data_plane_store::from_row!(SourceInfo {
+    source_id,
+    name,
+    kind,
+    documents,
+    folders,
+    bytes
+});
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {

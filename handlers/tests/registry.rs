@@ -1286,7 +1286,7 @@ async fn a_panicking_handler_fails_the_call_not_the_process() {
     }
 }
 
-#[derive(Debug, sqlx::FromRow, PartialEq)]
+#[derive(Debug, PartialEq)]
 struct AuditRow {
     tool: String,
     duration_ms: i32,
@@ -1299,6 +1299,18 @@ struct AuditRow {
     error: Option<String>,
     args: Option<Value>,
 }
+data_plane_store::from_row!(AuditRow {
+    tool,
+    duration_ms,
+    user_id,
+    space_id,
+    request_id,
+    call_id,
+    parent_call_id,
+    success,
+    error,
+    args
+});
 
 #[tokio::test]
 async fn every_call_leaves_an_audit_record() {
@@ -1722,7 +1734,7 @@ async fn audit_records_are_written_whole_in_batches_of_every_size() {
     w.ledger.flush().await;
     assert_eq!(w.ledger.audit_write_failures(), 0);
 
-    #[derive(Debug, PartialEq, sqlx::FromRow)]
+    #[derive(Debug, PartialEq)]
     struct Row {
         tool: String,
         call_id: String,
@@ -1740,6 +1752,23 @@ async fn audit_records_are_written_whole_in_batches_of_every_size() {
         module: Option<String>,
         attempts: i16,
     }
+    data_plane_store::from_row!(Row {
+        tool,
+        call_id,
+        duration_ms,
+        user_id,
+        space_id,
+        parent_call_id,
+        success,
+        error,
+        args,
+        annotations,
+        side_effects,
+        gate,
+        agent,
+        module,
+        attempts
+    });
     let mut tx = w.test.db.begin(Scope::System).await.unwrap();
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT tool, call_id, duration_ms, user_id, space_id, parent_call_id, success, error,

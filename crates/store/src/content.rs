@@ -7,8 +7,7 @@ use uuid::Uuid;
 use crate::{ScopedTx, StoreError};
 
 /// What kind of source a source is; a feed is a source like any other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::Type)]
-#[sqlx(type_name = "source_kind", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
     Files,
@@ -17,15 +16,28 @@ pub enum SourceKind {
     Web,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+crate::pg_enum!(SourceKind = "source_kind" {
+    Files = "files",
+    Upload = "upload",
+    Feed = "feed",
+    Web = "web",
+});
+
+#[derive(Debug, Clone, Serialize)]
 pub struct Source {
     pub id: Uuid,
     pub space_id: Uuid,
     pub name: String,
     pub kind: SourceKind,
 }
+crate::from_row!(Source {
+    id,
+    space_id,
+    name,
+    kind
+});
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DocumentSummary {
     pub id: Uuid,
     pub space_id: Uuid,
@@ -37,6 +49,17 @@ pub struct DocumentSummary {
     pub content_hash: String,
     pub version: i32,
 }
+crate::from_row!(DocumentSummary {
+    id,
+    space_id,
+    source_id,
+    path,
+    name,
+    mime,
+    size_bytes,
+    content_hash,
+    version
+});
 
 /// A document ready to be written, with everything derived from it.
 #[derive(Debug, Clone)]
@@ -413,7 +436,7 @@ pub async fn list_documents(
 }
 
 /// A document as a listing of readable documents shows it (MCP's resources).
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DocumentEntry {
     pub id: Uuid,
     pub space_id: Uuid,
@@ -423,6 +446,13 @@ pub struct DocumentEntry {
     /// reading the text).
     pub text_bytes: i64,
 }
+crate::from_row!(DocumentEntry {
+    id,
+    space_id,
+    path,
+    title,
+    text_bytes
+});
 
 /// Up to `limit` documents of a space that `tx`'s scope may read, in
 /// (path, id) order, starting after `after` (the last one of the page
@@ -490,7 +520,7 @@ pub async fn document_entries_by_path(
 }
 
 /// A chunk as the keyword index needs it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct IndexableChunk {
     pub chunk_id: i64,
     pub document_id: Uuid,
@@ -504,6 +534,18 @@ pub struct IndexableChunk {
     pub title: String,
     pub text: String,
 }
+crate::from_row!(IndexableChunk {
+    chunk_id,
+    document_id,
+    space_id,
+    source_id,
+    folder_path,
+    document_path,
+    language,
+    heading,
+    title,
+    text
+});
 
 /// The current chunks of the given documents (documents that no longer exist
 /// simply contribute none).

@@ -8,8 +8,7 @@ use crate::{ScopedTx, StoreError};
 pub use data_plane_types::Permission;
 
 /// A member's role inside one space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
-#[sqlx(type_name = "membership_role", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MembershipRole {
     Viewer,
@@ -17,20 +16,37 @@ pub enum MembershipRole {
     Owner,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+crate::pg_enum!(MembershipRole = "membership_role" {
+    Viewer = "viewer",
+    Editor = "editor",
+    Owner = "owner",
+});
+
+#[derive(Debug, Clone, Serialize)]
 pub struct User {
     pub id: Uuid,
     pub email: String,
     pub display_name: Option<String>,
     pub permission: Permission,
 }
+crate::from_row!(User {
+    id,
+    email,
+    display_name,
+    permission
+});
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Space {
     pub id: Uuid,
     pub name: String,
     pub description: String,
 }
+crate::from_row!(Space {
+    id,
+    name,
+    description
+});
 
 /// Creates the user when missing (system scope), updating the permission when
 /// one is given.
@@ -207,7 +223,7 @@ impl std::str::FromStr for MembershipRole {
 }
 
 /// One member of a space, as its members see the list.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Member {
     pub user_id: Uuid,
     pub email: String,
@@ -215,6 +231,13 @@ pub struct Member {
     pub role: MembershipRole,
     pub joined_at: chrono::DateTime<chrono::Utc>,
 }
+crate::from_row!(Member {
+    user_id,
+    email,
+    display_name,
+    role,
+    joined_at
+});
 
 /// The members of a space, by email; empty unless the scope's user is one.
 pub async fn space_members(tx: &mut ScopedTx, space_id: Uuid) -> Result<Vec<Member>, StoreError> {

@@ -7,13 +7,19 @@ use crate::{ScopedTx, StoreError};
 /// The channel the `documents` trigger notifies on every change.
 pub const NOTIFY_CHANNEL: &str = "data_plane_index";
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEntry {
     pub seq: i64,
     pub document_id: Uuid,
     pub space_id: Uuid,
     pub op: String,
 }
+crate::from_row!(LogEntry {
+    seq,
+    document_id,
+    space_id,
+    op
+});
 
 /// Entries after `after_seq`, oldest first (system scope).
 pub async fn entries_after(

@@ -17,6 +17,7 @@ pub mod settings;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use data_plane_types::{from_row, pg_enum};
 pub use db::{Db, Scope, ScopedTx};
 pub use error::{Fault, StoreError, sqlx_fault};
 

@@ -1,10 +1,41 @@
-//! Runs the SQL files in `migrations/` (embedded at build time) as the owner role.
+//! Runs the SQL files in `migrations/` (embedded at build time by
+//! `build.rs`) as the owner role.
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::StoreError;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+/// `(file name, SQL)` of every migration, in name order.
+const FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+
+/// The migrations as sqlx reads a folder of them: `NNNN_words.sql` is
+/// version NNNN described as "words", checksummed over its SQL, and run
+/// outside a transaction when its first line says `-- no-transaction`.
+static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| Migrator {
+    migrations: Cow::Owned(
+        FILES
+            .iter()
+            .filter_map(|(name, sql)| migration(name, sql))
+            .collect(),
+    ),
+    ..Migrator::DEFAULT
+});
+
+fn migration(name: &'static str, sql: &'static str) -> Option<Migration> {
+    let stem = name.strip_suffix(".sql")?;
+    let (version, words) = stem.split_once('_')?;
+    Some(Migration::new(
+        version.parse().ok()?,
+        Cow::Owned(words.replace('_', " ")),
+        MigrationType::from_filename(name),
+        Cow::Borrowed(sql),
+        sql.starts_with("-- no-transaction"),
+    ))
+}
 
 /// Applies every pending migration, connecting with the owner's URL.
 pub async fn run(owner_url: &str) -> Result<usize, StoreError> {
@@ -20,7 +51,7 @@ pub async fn run(owner_url: &str) -> Result<usize, StoreError> {
 }
 
 /// The migrations compiled into this binary.
-pub fn migrator() -> &'static sqlx::migrate::Migrator {
+pub fn migrator() -> &'static Migrator {
     &MIGRATOR
 }
 
@@ -30,4 +61,23 @@ async fn applied_count(pool: &sqlx::PgPool) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_a_migration_in_order() {
+        let versions: Vec<i64> = migrator().iter().map(|m| m.version).collect();
+        assert_eq!(
+            versions.len(),
+            FILES.len(),
+            "a file name sqlx would not read"
+        );
+        assert!(versions.is_sorted_by(|a, b| a < b), "{versions:?}");
+        assert_eq!(versions[0], 1);
+        let first = migrator().iter().next().map(|m| m.description.to_string());
+        assert_eq!(first.as_deref(), Some("extensions and roles"));
+    }
 }

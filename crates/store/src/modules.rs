@@ -10,7 +10,7 @@ use crate::{Db, Scope, StoreError};
 pub const MODULES_CHANNEL: &str = "data_plane_modules";
 
 /// One module's row.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ManifestRow {
     pub module: String,
     pub url: String,
@@ -21,6 +21,14 @@ pub struct ManifestRow {
     /// Why the last attempt failed; `None` when it succeeded.
     pub last_error: Option<String>,
 }
+crate::from_row!(ManifestRow {
+    module,
+    url,
+    manifest,
+    fetched_at,
+    attempted_at,
+    last_error
+});
 
 const COLUMNS: &str = "module, url, manifest, fetched_at, attempted_at, last_error";
 

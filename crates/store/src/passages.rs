@@ -257,7 +257,7 @@ fn to_hits(rows: Vec<(i64, f64)>) -> Vec<VectorHit> {
 }
 
 /// A chunk as search results show it, with its document and source.
-#[derive(Debug, Serialize, sqlx::FromRow, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct FoundChunk {
     #[serde(rename = "chunk_id")]
     pub id: i64,
@@ -277,6 +277,21 @@ pub struct FoundChunk {
     pub char_end: i32,
     pub text: String,
 }
+crate::from_row!(FoundChunk {
+    id,
+    document_id,
+    path,
+    name,
+    title,
+    source_id,
+    source,
+    space_id,
+    heading,
+    page,
+    char_start,
+    char_end,
+    text
+});
 
 /// Which of a search's narrowing filters exist in the spaces it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,7 @@ use crate::{Db, Scope, StoreError};
 pub const RUNS_CHANNEL: &str = "data_plane_runs";
 
 /// A run's state as the table keeps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
-#[sqlx(type_name = "run_status", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Running,
@@ -29,7 +28,16 @@ pub enum RunStatus {
     Lost,
 }
 
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+crate::pg_enum!(RunStatus = "run_status" {
+    Running = "running",
+    Done = "done",
+    Error = "error",
+    Stopped = "stopped",
+    Abandoned = "abandoned",
+    Lost = "lost",
+});
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
     pub id: Uuid,
     pub user_id: Uuid,
@@ -44,17 +52,30 @@ pub struct RunRow {
     /// a chat turn.
     pub tool: Option<String>,
 }
+crate::from_row!(RunRow {
+    id,
+    user_id,
+    space_id,
+    conversation_id,
+    status,
+    created_at,
+    alive_at,
+    finished_at,
+    last_seq,
+    tool
+});
 
 const RUN_COLUMNS: &str = "id, user_id, space_id, conversation_id, status, created_at, alive_at, \
      finished_at, last_seq, tool";
 
 /// One recorded event.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
     pub seq: i64,
     pub kind: String,
     pub data: Value,
 }
+crate::from_row!(EventRow { seq, kind, data });
 
 /// A new run, as [`create`] records it.
 #[derive(Debug, Clone)]
@@ -183,11 +204,12 @@ pub struct NewCheckpoint {
 }
 
 /// One recorded checkpoint.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckpointRow {
     pub after_seq: i64,
     pub data: Value,
 }
+crate::from_row!(CheckpointRow { after_seq, data });
 
 /// Records events and checkpoints of any runs `owner` holds in one
 /// transaction and announces, per run, the highest number now recorded.
@@ -486,8 +508,7 @@ pub async fn purge(db: &Db, before: DateTime<Utc>) -> Result<u64, StoreError> {
 }
 
 /// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
-#[sqlx(type_name = "approval_status", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalStatus {
     Pending,
@@ -496,7 +517,14 @@ pub enum ApprovalStatus {
     Expired,
 }
 
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+crate::pg_enum!(ApprovalStatus = "approval_status" {
+    Pending = "pending",
+    Approved = "approved",
+    Denied = "denied",
+    Expired = "expired",
+});
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRow {
     pub run_id: Uuid,
     pub call_id: String,
@@ -513,6 +541,22 @@ pub struct ApprovalRow {
     pub answered_at: Option<DateTime<Utc>>,
     pub answered_by: Option<Uuid>,
 }
+crate::from_row!(ApprovalRow {
+    run_id,
+    call_id,
+    tool,
+    arguments,
+    annotations,
+    why,
+    parent_call_id,
+    status,
+    reason,
+    remember,
+    created_at,
+    expires_at,
+    answered_at,
+    answered_by
+});
 
 const APPROVAL_COLUMNS: &str = "run_id, call_id, tool, arguments, annotations, why, parent_call_id, \
      status, reason, remember, created_at, expires_at, answered_at, answered_by";

@@ -1,14 +1,14 @@
-//! Types every layer speaks, from the store to the binary, kept free of IO.
+//! Types every layer speaks, from the store to the binary, kept free of IO;
+//! with the `sqlx` feature, how they and the store's rows meet PostgreSQL
+//! (`sql.rs`).
+
+#[cfg(feature = "sqlx")]
+mod sql;
 
 use serde::{Deserialize, Serialize};
 
 /// A user's deployment-wide permission level, lowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "sqlx", derive(sqlx::Type))]
-#[cfg_attr(
-    feature = "sqlx",
-    sqlx(type_name = "permission_level", rename_all = "lowercase")
-)]
 #[serde(rename_all = "lowercase")]
 pub enum Permission {
     Guest,
@@ -36,6 +36,14 @@ impl Permission {
         }
     }
 }
+
+#[cfg(feature = "sqlx")]
+pg_enum!(Permission = "permission_level" {
+    Guest = "guest",
+    User = "user",
+    Admin = "admin",
+    Owner = "owner",
+});
 
 impl std::fmt::Display for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
