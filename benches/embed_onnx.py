@@ -1,4 +1,8 @@
-"""ONNX Runtime side of the query-embedding benchmark.
+"""ONNX Runtime side of the embedding benchmark: a lone query's latency and,
+with --texts, throughput on the benchmark texts in float32 and with weights
+quantised to int8 (ONNX Runtime's dynamic quantisation: int8 weights per
+output channel, activations quantised per call, MatMulInteger where the CPU
+has VNNI).
 
 Builds an ONNX graph of the BERT sentence encoder straight from the model
 directory the Rust crate reads (config.json, model.safetensors,
@@ -13,7 +17,11 @@ our engine wrote (cosine similarity, printed): the two sides must compute
 the same function or the comparison means nothing.
 
 Prints `embed.onnxruntime.query_p50_ms` and `..._p99_ms`, tokenising
-included, as bench_embed prints ours.
+included, as bench_embed prints ours; with --texts also
+`embed.onnxruntime.sentences_per_s`, `embed.onnxruntime_int8.sentences_per_s`
+(and tokens/s), best of --repeat passes, each text one call (the graph takes
+one text: no padding, as our engine packs texts without any), tokenising
+included, and how close the int8 vectors come to the float32 ones.
 """
 
 import argparse
@@ -121,6 +129,48 @@ def build_graph(model_dir: pathlib.Path) -> onnx.ModelProto:
     return model
 
 
+def session_for(model, threads):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def quantised(model):
+    """The same graph with int8 weights, as `quantize_dynamic` writes it."""
+    import tempfile
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = pathlib.Path(tmp) / "fp32.onnx"
+        target = pathlib.Path(tmp) / "int8.onnx"
+        onnx.save(model, str(source))
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True)
+        return onnx.load(str(target))
+
+
+def throughput(label, session, tokenizer, texts, repeat):
+    """Best of `repeat` passes over `texts`, one call a text, after a warm-up."""
+    encoded = [np.array(tokenizer.encode(t).ids[:256], dtype=np.int64) for t in texts]
+    tokens = sum(len(ids) for ids in encoded)
+    for ids in encoded[:8]:
+        session.run(None, {"input_ids": ids})
+    best = None
+    vectors = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        vectors = [session.run(None, {"input_ids": np.array(tokenizer.encode(t).ids[:256], dtype=np.int64)})[0][0] for t in texts]
+        elapsed = time.perf_counter() - start
+        best = elapsed if best is None else min(best, elapsed)
+    print(f"embed.{label}.texts {len(texts)}")
+    print(f"embed.{label}.seconds {best:.3f}")
+    print(f"embed.{label}.sentences_per_s {len(texts) / best:.1f}")
+    print(f"embed.{label}.tokens_per_s {tokens / best:.0f}")
+    return np.array(vectors)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True, type=pathlib.Path)
@@ -128,14 +178,12 @@ def main():
     parser.add_argument("--ours", type=pathlib.Path, help="our engine's vector of the query (JSON array)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--texts", type=pathlib.Path, help="JSON array of texts: also time throughput")
+    parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
     model = build_graph(args.model)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = session_for(model, args.threads)
     tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     tokenizer.no_padding()
     tokenizer.no_truncation()
@@ -162,6 +210,15 @@ def main():
     print(f"embed.onnxruntime.version {ort.__version__}")
     print(f"embed.onnxruntime.query_p50_ms {times[len(times) // 2]:.2f}")
     print(f"embed.onnxruntime.query_p99_ms {times[len(times) * 99 // 100]:.2f}")
+
+    if args.texts:
+        texts = json.loads(args.texts.read_text(encoding="utf-8"))
+        tokenizer.enable_truncation(256)
+        fp32 = throughput("onnxruntime", session, tokenizer, texts, args.repeat)
+        int8 = throughput("onnxruntime_int8", session_for(quantised(model), args.threads), tokenizer, texts, args.repeat)
+        cosines = np.sum(fp32 * int8, axis=1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(int8, axis=1))
+        print(f"embed.onnxruntime_int8.cosine_to_fp32_mean {float(np.mean(cosines)):.4f}")
+        print(f"embed.onnxruntime_int8.cosine_to_fp32_min {float(np.min(cosines)):.4f}")
 
 
 if __name__ == "__main__":

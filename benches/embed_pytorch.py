@@ -2,7 +2,8 @@
 
 Three commands, all reading the model from the same directory the Rust crate uses:
 
-  prepare   build the benchmark texts (chunks of ~100-250 word pieces of real prose)
+  prepare   build the benchmark texts (chunks of ~100-250 word pieces of real prose;
+            needs only the `tokenizers` package)
   bench     time sentence-transformers on those texts and print figures
   reference write reference vectors for the crate's correctness test fixture
 """
@@ -68,9 +69,21 @@ def _sources(corpus):
 
 
 def prepare(args):
-    from transformers import AutoTokenizer
+    # The model's own tokenizer file through the `tokenizers` package alone,
+    # so the texts can be made without PyTorch (benches/embed.sh makes them
+    # with ONNX Runtime's small venv): word pieces without [CLS] and [SEP].
+    from tokenizers import Tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    wordpieces = Tokenizer.from_file(str(pathlib.Path(args.model) / "tokenizer.json"))
+    wordpieces.no_truncation()
+    wordpieces.no_padding()
+
+    class _Pieces:
+        @staticmethod
+        def tokenize(text):
+            return wordpieces.encode(text, add_special_tokens=False).tokens
+
+    tokenizer = _Pieces()
     # Targets cycle evenly through 100..250 word pieces, like a chunker's output.
     targets = [100 + (i * 37) % 151 for i in range(args.count)]
     texts, current, current_tokens = [], [], 0

@@ -41,6 +41,10 @@ use data_plane_store::testing::TestDatabase;
 use data_plane_store::{Db, Scope};
 use serde_json::json;
 
+// Process-by-pid readings are for the benchmarks that start servers.
+#[allow(dead_code)]
+#[path = "shared/cpu.rs"]
+mod cpu;
 #[path = "shared/load.rs"]
 mod load;
 #[path = "shared/router.rs"]
@@ -72,62 +76,15 @@ struct Cpu {
     machine: u64,
 }
 
-/// (utime + stime, cutime + cstime) of a process, from `/proc/PID/stat`:
-/// after the command name (which may hold spaces) they are the 12th to
-/// 15th fields; the second pair counts the children it waited for.
-fn process_ticks(stat: &str) -> Option<(u64, u64)> {
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|v| v.parse().ok())
-        .collect::<Option<_>>()?;
-    (fields.len() == 4).then(|| (fields[0] + fields[1], fields[2] + fields[3]))
-}
-
 fn cpu_now() -> Cpu {
-    let (server, children) =
-        process_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
-    let mut postgres = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let path = entry.path();
-        let is_pg =
-            std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == "postgres");
-        if is_pg && let Ok(stat) = std::fs::read_to_string(path.join("stat")) {
-            postgres += process_ticks(&stat).map_or(0, |(own, _)| own);
-        }
-    }
-    // The first line of /proc/stat: user nice system idle iowait irq softirq steal.
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let ticks: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    let machine = ticks.iter().sum::<u64>() - ticks[3] - ticks[4];
+    let (server, children) = cpu::this_process();
     Cpu {
         server,
         children,
-        postgres,
-        machine,
+        postgres: cpu::postgres(),
+        machine: cpu::machine(),
     }
 }
-
-/// Clock ticks per second (`getconf CLK_TCK`, asked once; 100 on Linux
-/// where it fails).
-static TICK_HZ: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-});
 
 #[tokio::main]
 async fn main() {
@@ -268,7 +225,7 @@ async fn main() {
             );
             // CPU per call says where a call's cost lies (the machine's
             // figure less the three named is what else ran meanwhile).
-            let us = |ticks: u64| ticks as f64 / *TICK_HZ * 1e6 / f.requests.max(1.0);
+            let us = |ticks: u64| cpu::seconds(ticks) * 1e6 / f.requests.max(1.0);
             println!(
                 "calls.{name}.c{connections} cpu_us_per_call server {:.1} postgres {:.1} wrk {:.1} machine {:.1}",
                 us(after.server - before.server),
@@ -374,7 +331,7 @@ fn postgres_ceiling(
                 run_pgbench(&pgbench, url, script, clients, Some(seconds), &vars);
             let after = cpu_now();
             println!("calls.pg.{name}.c{clients} latency_avg_ms {latency_ms:.3} tps {tps:.0}");
-            let us = |ticks: u64| ticks as f64 / *TICK_HZ * 1e6 / (tps * seconds as f64).max(1.0);
+            let us = |ticks: u64| cpu::seconds(ticks) * 1e6 / (tps * seconds as f64).max(1.0);
             // pgbench's backends end with it, so PostgreSQL's share is
             // what the machine spent less pgbench itself.
             let machine = after.machine - before.machine;

@@ -263,7 +263,8 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
                 "keyword index caught up"
             );
         });
-    let follower_task = tokio::spawn(follower.run(stop_rx));
+    let follower_task =
+        tokio::spawn(follower.run_batching(stop_rx, Duration::from_millis(global.index_batch_ms)));
     state.deployment.set_local_model(global.model.is_local());
     state.watch_embeddings();
     tracing::info!(
@@ -482,42 +483,38 @@ async fn ingest(
     let progress = Progress::new(files.len());
     let started = Instant::now();
     let mut totals = Totals::default();
-    for file in &files {
+    // Files are read as the pipeline asks for them, and the chunks of
+    // several are embedded together (docs/ingestion.md).
+    let reads = files.iter().map(|file| {
         let rel = file
             .strip_prefix(&base)
             .unwrap_or(file)
             .to_string_lossy()
             .replace('\\', "/");
         progress.start(&rel);
-        let bytes = match std::fs::read(file) {
-            Ok(b) => b,
-            Err(e) => {
-                totals.failed += 1;
-                progress.error(&rel, &format!("cannot read: {e}"));
-                continue;
-            }
-        };
-        match pipeline
-            .ingest_file(Scope::System, target, &rel, &bytes)
-            .await
-        {
-            Ok(report) => {
-                match report.outcome {
-                    Outcome::Created => totals.created += 1,
-                    Outcome::Replaced => totals.replaced += 1,
-                    Outcome::Unchanged => totals.unchanged += 1,
+        (rel, std::fs::read(file))
+    });
+    pipeline
+        .ingest_batch(Scope::System, target, reads, |rel, report| {
+            match report {
+                Ok(report) => {
+                    match report.outcome {
+                        Outcome::Created => totals.created += 1,
+                        Outcome::Replaced => totals.replaced += 1,
+                        Outcome::Unchanged => totals.unchanged += 1,
+                    }
+                    totals.chunks += report.chunks;
+                    totals.embed += report.embed_time;
                 }
-                totals.chunks += report.chunks;
-                totals.embed += report.embed_time;
+                Err(e) => {
+                    totals.failed += 1;
+                    progress.error(rel, &e.to_string());
+                }
             }
-            Err(e) if e.is_per_file() => {
-                totals.failed += 1;
-                progress.error(&rel, &e.to_string());
-            }
-            Err(e) => return Err(e).with_context(|| format!("ingesting {rel}")),
-        }
-        progress.done();
-    }
+            progress.done();
+        })
+        .await
+        .context("ingesting")?;
     progress.finish();
     let secs = started.elapsed().as_secs_f64();
     println!(

@@ -8,6 +8,10 @@ pub enum IngestError {
     #[error("file {file:?} has unsupported extension {extension:?} (supported: {supported})", supported = crate::supported_extensions().join(", "))]
     Unsupported { file: String, extension: String },
 
+    /// The file could not be read from where it lies.
+    #[error("file {file:?} cannot be opened: {reason}")]
+    Unreadable { file: String, reason: String },
+
     /// The bytes do not form a valid file of the format the name promises.
     #[error("file {file:?} cannot be read: {reason}")]
     Corrupt { file: String, reason: String },
@@ -39,6 +43,7 @@ impl IngestError {
     pub fn is_per_file(&self) -> bool {
         match self {
             IngestError::Unsupported { .. }
+            | IngestError::Unreadable { .. }
             | IngestError::Corrupt { .. }
             | IngestError::Limit { .. } => true,
             IngestError::Store(e) => matches!(e, data_plane_store::StoreError::Invalid(_)),

@@ -98,6 +98,76 @@ impl Pipeline {
         path: &str,
         bytes: &[u8],
     ) -> Result<FileReport, IngestError> {
+        let prepared = self.prepare(scope, target, path, bytes).await?;
+        let mut reports = self.embed_and_write(scope, vec![prepared]).await;
+        reports.pop().unwrap_or_else(|| {
+            Err(IngestError::Internal(
+                "a file went missing between its steps".into(),
+            ))
+        })
+    }
+
+    /// Ingests `files` (relative path, bytes as read) in order, read one by
+    /// one as the iterator gives them, embedding the chunks
+    /// of several files in one call: a corpus of small documents (an
+    /// abstract, a note) then keeps every core of the model busy, where one
+    /// call per file would embed a chunk or two at a time. Files are taken
+    /// in groups of about [`EMBED_TOGETHER`] chunks; each file's outcome is
+    /// given to `done` as soon as it is written, in order. A file that fails
+    /// alone ([`IngestError::is_per_file`]) is reported and the rest go on;
+    /// any other error ends the ingest.
+    pub async fn ingest_batch(
+        &self,
+        scope: Scope,
+        target: Target,
+        files: impl IntoIterator<Item = (String, std::io::Result<Vec<u8>>)>,
+        mut done: impl FnMut(&str, Result<FileReport, IngestError>),
+    ) -> Result<(), IngestError> {
+        let mut group: Vec<Prepared> = Vec::new();
+        let mut chunks = 0;
+        let mut files = files.into_iter().peekable();
+        while let Some((path, bytes)) = files.next() {
+            let prepared = match bytes {
+                Ok(bytes) => self.prepare(scope, target, &path, &bytes).await,
+                Err(e) => Err(IngestError::Unreadable {
+                    file: path.clone(),
+                    reason: e.to_string(),
+                }),
+            };
+            match prepared {
+                Ok(prepared) => {
+                    chunks += prepared.inputs.len();
+                    group.push(prepared);
+                }
+                Err(e) if e.is_per_file() => done(&path, Err(e)),
+                Err(e) => return Err(e),
+            }
+            if chunks >= EMBED_TOGETHER || files.peek().is_none() {
+                let paths: Vec<String> = group.iter().map(|p| p.path.clone()).collect();
+                let reports = self
+                    .embed_and_write(scope, std::mem::take(&mut group))
+                    .await;
+                for (path, report) in paths.iter().zip(reports) {
+                    match report {
+                        Err(e) if !e.is_per_file() => return Err(e),
+                        report => done(path, report),
+                    }
+                }
+                chunks = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything before the embedding: the unchanged check, extraction and
+    /// chunking.
+    async fn prepare(
+        &self,
+        scope: Scope,
+        target: Target,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<Prepared, IngestError> {
         let path = content::normalize_path(path)?;
         let hash = hex::encode(Sha256::digest(bytes));
 
@@ -108,15 +178,11 @@ impl Pipeline {
                 content::document_by_path(&mut tx, target.source_id, &path).await?
                 && existing.content_hash == hash
             {
-                return Ok(FileReport {
+                return Ok(Prepared {
                     path,
-                    outcome: Outcome::Unchanged,
-                    document_id: existing.id,
-                    chunks: 0,
-                    tables: 0,
+                    inputs: Vec::new(),
+                    step: Step::Unchanged(existing.id),
                     extract_time: Duration::ZERO,
-                    embed_time: Duration::ZERO,
-                    write_time: Duration::ZERO,
                 });
             }
         }
@@ -147,27 +213,18 @@ impl Pipeline {
         .map_err(|e| IngestError::Internal(format!("extraction task failed: {e}")))??;
         let extract_time = started.elapsed();
 
-        let started = Instant::now();
         let title = extracted.metadata.title.as_deref();
         let inputs: Vec<String> = chunks.iter().map(|c| embedding_input(c, title)).collect();
-        let vectors = if inputs.is_empty() {
-            Vec::new()
-        } else {
-            self.embedder.embed(&inputs).await?
-        };
-        let embed_time = started.elapsed();
-
         let new_chunks: Vec<NewChunk> = chunks
             .iter()
-            .zip(vectors)
-            .map(|(c, embedding)| {
+            .map(|c| {
                 Ok(NewChunk {
                     char_start: to_i32(c.char_start)?,
                     char_end: to_i32(c.char_end)?,
                     heading: c.heading_path.join(" › "),
                     page: c.page.map(|p| p as i32),
                     text: c.text.clone(),
-                    embedding,
+                    embedding: Vec::new(),
                 })
             })
             .collect::<Result<_, IngestError>>()?;
@@ -200,6 +257,99 @@ impl Pipeline {
             chunks: new_chunks,
             tables,
         };
+        Ok(Prepared {
+            path,
+            inputs,
+            step: Step::Write(Box::new(doc)),
+            extract_time,
+        })
+    }
+
+    /// Embeds the chunks of every file in `group` in one call, then writes
+    /// each file in its own transaction; one outcome per file, in order.
+    /// A failed embedding fails every file of the group with it.
+    async fn embed_and_write(
+        &self,
+        scope: Scope,
+        mut group: Vec<Prepared>,
+    ) -> Vec<Result<FileReport, IngestError>> {
+        let inputs: Vec<String> = group
+            .iter_mut()
+            .flat_map(|p| std::mem::take(&mut p.inputs))
+            .collect();
+        let started = Instant::now();
+        let embedded = if inputs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.embedder.embed(&inputs).await
+        };
+        let embed_time = started.elapsed();
+        let mut vectors =
+            match embedded {
+                Ok(vectors) => vectors.into_iter(),
+                Err(e) => {
+                    let reason = e.to_string();
+                    let mut reports = vec![Err(IngestError::Embed(e))];
+                    reports.extend(group.iter().skip(1).map(|_| {
+                        Err(IngestError::Internal(format!("embedding failed: {reason}")))
+                    }));
+                    return reports;
+                }
+            };
+        let mut reports = Vec::with_capacity(group.len());
+        for prepared in group {
+            let n = match &prepared.step {
+                Step::Write(doc) => doc.chunks.len(),
+                Step::Unchanged(_) => 0,
+            };
+            let mine: Vec<Vec<f32>> = vectors.by_ref().take(n).collect();
+            // Each file is charged its share of the call, by its chunks.
+            let share = embed_time.mul_f64(n as f64 / inputs.len().max(1) as f64);
+            reports.push(self.write(scope, prepared, mine, share).await);
+        }
+        reports
+    }
+
+    /// One file's transaction: its document, chunks (with `vectors`, in
+    /// order) and tables.
+    async fn write(
+        &self,
+        scope: Scope,
+        prepared: Prepared,
+        vectors: Vec<Vec<f32>>,
+        embed_time: Duration,
+    ) -> Result<FileReport, IngestError> {
+        let Prepared {
+            path,
+            step,
+            extract_time,
+            ..
+        } = prepared;
+        let mut doc = match step {
+            Step::Unchanged(document_id) => {
+                return Ok(FileReport {
+                    path,
+                    outcome: Outcome::Unchanged,
+                    document_id,
+                    chunks: 0,
+                    tables: 0,
+                    extract_time: Duration::ZERO,
+                    embed_time: Duration::ZERO,
+                    write_time: Duration::ZERO,
+                });
+            }
+            Step::Write(doc) => doc,
+        };
+        if vectors.len() != doc.chunks.len() {
+            return Err(IngestError::Internal(format!(
+                "{} vectors for {} chunks of {path}",
+                vectors.len(),
+                doc.chunks.len()
+            )));
+        }
+        for (chunk, embedding) in doc.chunks.iter_mut().zip(vectors) {
+            chunk.embedding = embedding;
+        }
 
         let started = Instant::now();
         let mut tx = self.db.begin(scope).await?;
@@ -224,6 +374,27 @@ impl Pipeline {
             write_time,
         })
     }
+}
+
+/// How many chunks [`Pipeline::ingest_batch`] embeds in one call at least
+/// (a file's chunks are never split): enough for full blocks of rows on
+/// every core (docs/embeddings.md).
+pub const EMBED_TOGETHER: usize = 64;
+
+/// One file between its steps.
+struct Prepared {
+    path: String,
+    /// What to embed, one text per chunk of the document.
+    inputs: Vec<String>,
+    step: Step,
+    extract_time: Duration,
+}
+
+enum Step {
+    /// Stored already with the same bytes.
+    Unchanged(Uuid),
+    /// To be written, its chunks' embeddings still empty.
+    Write(Box<NewDocument>),
 }
 
 fn to_i32(offset: u64) -> Result<i32, IngestError> {

@@ -19,15 +19,15 @@ use uuid::Uuid;
 use crate::{ChunkDoc, IndexOp, KeywordIndex, SearchError};
 
 /// How many log entries one step applies.
-const BATCH: i64 = 500;
+const STEP: i64 = 500;
 /// The poll interval when no notification arrives.
 const POLL: Duration = Duration::from_secs(5);
-/// After a catch-up that applied something, the next waits this long, so
-/// an ingest that commits document after document is followed by one index
-/// commit per interval instead of one per document (each commit writes and
-/// syncs a segment, reloads the reader and feeds the merges). A change
-/// after a quiet spell is applied at once.
-const SETTLE: Duration = Duration::from_millis(1000);
+/// After a catch-up that applied something, the next waits this long by
+/// default, so an ingest that commits document after document is followed
+/// by one index commit per interval instead of one per document (each
+/// commit writes and syncs a segment, reloads the reader and feeds the
+/// merges). A change after a quiet spell is applied at once.
+pub const BATCH: Duration = Duration::from_millis(1000);
 
 /// The documents a batch of the log changed, as the follower applied them
 /// (oldest first).
@@ -85,7 +85,7 @@ impl Follower {
         loop {
             let after = self.index.last_seq()?;
             let mut tx = self.db.begin(Scope::System).await?;
-            let entries = index_log::entries_after(&mut tx, after, BATCH).await?;
+            let entries = index_log::entries_after(&mut tx, after, STEP).await?;
             let Some(last) = entries.last().map(|e| e.seq) else {
                 return Ok(applied);
             };
@@ -101,7 +101,7 @@ impl Follower {
                 .await
                 .map_err(|e| SearchError::Internal(format!("index task failed: {e}")))??;
             applied += entries.len() as u64;
-            let full = entries.len() as i64 >= BATCH;
+            let full = entries.len() as i64 >= STEP;
             if let Some(changes) = &self.changes {
                 // Nobody listening is no failure.
                 let _ = changes.send(entries.into());
@@ -116,11 +116,12 @@ impl Follower {
     /// every notification, after every (re)connection of its subscription
     /// (notifications may have been missed) and at least every [`POLL`].
     pub async fn run(self, stop: watch::Receiver<bool>) {
-        self.run_settling(stop, SETTLE).await
+        self.run_batching(stop, BATCH).await
     }
 
-    /// [`Follower::run`] with another settle interval (tests and benchmarks).
-    pub async fn run_settling(mut self, mut stop: watch::Receiver<bool>, settle: Duration) {
+    /// [`Follower::run`] gathering changes for `batch` after each catch-up
+    /// that applied some (zero: none).
+    pub async fn run_batching(mut self, mut stop: watch::Receiver<bool>, batch: Duration) {
         let mut subscription = Subscription::new(&self.db, NOTIFY_CHANNEL);
         loop {
             let mut busy = false;
@@ -135,10 +136,10 @@ impl Follower {
             }
             // While changes keep coming, what arrives during the interval
             // is applied in one batch after it.
-            if busy && !settle.is_zero() {
+            if busy && !batch.is_zero() {
                 tokio::select! {
                     _ = stop.changed() => return,
-                    _ = tokio::time::sleep(settle) => {}
+                    _ = tokio::time::sleep(batch) => {}
                 }
             }
             // A notification or a (re)connection: either way, catch up. A

@@ -72,6 +72,19 @@ pub struct GlobalArgs {
     )]
     pub service_tokens: String,
 
+    /// Milliseconds the keyword index gathers changes before its next
+    /// commit while changes keep coming (an ingest commits document after
+    /// document); a change after a quiet spell is applied at once. `0`
+    /// commits after every change, at several times the CPU.
+    #[arg(
+        long,
+        env = "DATA_PLANE_INDEX_BATCH_MS",
+        global = true,
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(0..=60_000)
+    )]
+    pub index_batch_ms: u64,
+
     /// Largest number of PostgreSQL connections the server opens.
     #[arg(long, env = "DATA_PLANE_DB_POOL", global = true, default_value_t = 32)]
     pub db_pool: u32,
