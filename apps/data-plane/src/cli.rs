@@ -562,7 +562,8 @@ fn collect_files(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// A progress bar on a terminal; a line every few files otherwise (logs, CI).
+/// A progress bar on a terminal; otherwise a line every tenth of the files,
+/// at most 50 apart (logs, CI, `make run`).
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
     total: usize,
@@ -603,7 +604,7 @@ impl Progress {
         self.done.set(n);
         match &self.bar {
             Some(bar) => bar.inc(1),
-            None if n.is_multiple_of(50) || n == self.total => {
+            None if n.is_multiple_of((self.total / 10).clamp(1, 50)) || n == self.total => {
                 eprintln!("progress: {n}/{} files", self.total)
             }
             None => {}
