@@ -26,8 +26,22 @@ use crate::settings_cache::SettingsCache;
 /// Batches of document changes kept for subscribers that are behind.
 const DOCUMENT_CHANGES: usize = 64;
 
+/// Everything a request handler reaches, behind one `Arc`: axum clones the
+/// state for every extractor and middleware of every request, so a clone
+/// is one reference count, not one per field.
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+#[derive(Clone, Debug)]
+pub struct Shared {
     pub db: Db,
     pub index: KeywordIndex,
     pub pipeline: Arc<Pipeline>,
@@ -165,7 +179,7 @@ impl AppState {
     /// Holds uploads to the deployment's extraction limits.
     pub fn with_extract_limits(mut self, limits: data_plane_ingest::Limits) -> Self {
         let pipeline = Pipeline::new(self.db.clone(), self.pipeline.embedder().clone());
-        self.pipeline = Arc::new(pipeline.with_limits(limits));
+        self.shared_mut().pipeline = Arc::new(pipeline.with_limits(limits));
         self
     }
 
@@ -195,7 +209,7 @@ impl AppState {
         let settings_cache = SettingsCache::new(db.clone());
         settings_cache.start(settings_from);
         let modules = Modules::new(ModulesConfig::default(), registry.clone(), db.clone());
-        Ok(AppState {
+        Ok(AppState(Arc::new(Shared {
             allowed_origins: Some(LOOPBACK_ORIGINS.map(String::from).into()),
             document_changes: tokio::sync::broadcast::channel(DOCUMENT_CHANGES).0,
             shutdown: tokio_util::sync::CancellationToken::new(),
@@ -219,7 +233,13 @@ impl AppState {
             deps,
             chat_limits: Arc::new(ChatLimiter::default()),
             deployment: Arc::new(DeploymentState::default()),
-        })
+        })))
+    }
+
+    /// The fields, for the builders below (before the state is shared; a
+    /// state already cloned is copied first).
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
     }
 
     /// Keeps `deployment.embedding_ok` current: a remote embedding engine
@@ -247,26 +267,29 @@ impl AppState {
     /// [`AppState::connect_model`], which hold on to the registry.
     pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Result<AppState, RegistryError> {
         let registry = data_plane_handlers::registry(&self.deps, Arc::new(self.ledger.clone()))?;
-        self.registry = Arc::new(registry.with_gate(gate));
-        self.modules = Modules::new(
+        let registry = Arc::new(registry.with_gate(gate));
+        let modules = Modules::new(
             self.modules.config().clone(),
-            self.registry.clone(),
+            registry.clone(),
             self.db.clone(),
         );
+        let shared = self.shared_mut();
+        shared.registry = registry;
+        shared.modules = modules;
         Ok(self)
     }
 
     /// Answers `/mcp` only for pages of these origins (`None`: any).
     /// Accepts the tokens of an OpenID Connect provider too.
     pub fn with_oidc(mut self, oidc: crate::auth::oidc::Oidc) -> AppState {
-        self.oidc = Some(oidc);
+        self.shared_mut().oidc = Some(oidc);
         self
     }
 
     /// The URL clients reach this server at; refuses one that is not an
     /// `http(s)://` URL.
     pub fn with_public_url(mut self, url: Option<&str>) -> anyhow::Result<AppState> {
-        self.public_url = match url.map(str::trim).filter(|u| !u.is_empty()) {
+        self.shared_mut().public_url = match url.map(str::trim).filter(|u| !u.is_empty()) {
             None => None,
             Some(url) => {
                 let parsed = url::Url::parse(url)
@@ -284,7 +307,7 @@ impl AppState {
     }
 
     pub fn with_allowed_origins(mut self, origins: Option<Vec<String>>) -> AppState {
-        self.allowed_origins = origins.map(Into::into);
+        self.shared_mut().allowed_origins = origins.map(Into::into);
         self
     }
 
@@ -292,27 +315,31 @@ impl AppState {
     /// state's registry (so after [`AppState::with_gate`]); discovery
     /// starts with [`Modules::start`].
     pub fn with_modules(mut self, config: ModulesConfig) -> AppState {
-        self.modules = Modules::new(config, self.registry.clone(), self.db.clone());
+        let modules = Modules::new(config, self.registry.clone(), self.db.clone());
+        self.shared_mut().modules = modules;
         self
     }
 
     /// Runs chat turns under `config` (grace period, approval timeout,
     /// limits).
     pub fn with_runs(mut self, config: RunsConfig) -> AppState {
-        self.runs = Runs::start(self.db.clone(), config);
+        let runs = Runs::start(self.db.clone(), config);
+        self.shared_mut().runs = runs;
         self
     }
 
     /// Puts a model behind /v1/chat, offering this state's registry.
     pub fn with_agent(mut self, config: AgentConfig) -> Result<AppState, AgentError> {
-        self.agent = Some(Arc::new(Agent::new(config, self.registry.clone())?));
+        let agent = Agent::new(config, self.registry.clone())?;
+        self.shared_mut().agent = Some(Arc::new(agent));
         Ok(self)
     }
 
     /// Limits each user to `max_concurrent` chat runs at once and
     /// `turns_per_minute` turns (0 lifts either).
     pub fn with_chat_limits(mut self, max_concurrent: u32, turns_per_minute: u32) -> AppState {
-        self.chat_limits = Arc::new(ChatLimiter::new(max_concurrent, turns_per_minute));
+        self.shared_mut().chat_limits =
+            Arc::new(ChatLimiter::new(max_concurrent, turns_per_minute));
         self
     }
 

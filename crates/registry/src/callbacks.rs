@@ -233,6 +233,13 @@ pub trait Callbacks: Send + Sync {
 
     /// A line about the call; dropped unless the receiver hands logs on.
     fn log(&self, _line: CallLog) {}
+
+    /// False when events and lines are all dropped: the pipeline then
+    /// skips building them (a plain JSON call's arguments and result are
+    /// not copied into events nobody reads).
+    fn takes_reports(&self) -> bool {
+        true
+    }
 }
 
 /// Ignores everything (plain JSON execution).
@@ -241,6 +248,10 @@ pub struct NoCallbacks;
 
 impl Callbacks for NoCallbacks {
     fn emit(&self, _event: ToolEvent) {}
+
+    fn takes_reports(&self) -> bool {
+        false
+    }
 }
 
 /// What a call reports: an event, or a log line.

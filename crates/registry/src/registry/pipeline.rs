@@ -172,21 +172,26 @@ impl Registry {
             }
             Plan::Answer(_) => (name.to_string(), None),
         };
-        callbacks.emit(ToolEvent::ToolCall {
-            call_id: call_id.clone(),
-            name: tool_name.clone(),
-            arguments: args.clone(),
-        });
-        let say = |level, message: String| {
-            callbacks.log(CallLog {
-                level,
+        let reporting = callbacks.takes_reports();
+        if reporting {
+            callbacks.emit(ToolEvent::ToolCall {
                 call_id: call_id.clone(),
-                tool: tool_name.clone(),
-                message,
-                parent_call_id: ctx.parent_call_id.clone(),
-            })
+                name: tool_name.clone(),
+                arguments: args.clone(),
+            });
+        }
+        let say = |level, message: &dyn Fn() -> String| {
+            if reporting {
+                callbacks.log(CallLog {
+                    level,
+                    call_id: call_id.clone(),
+                    tool: tool_name.clone(),
+                    message: message(),
+                    parent_call_id: ctx.parent_call_id.clone(),
+                })
+            }
         };
-        say(LogLevel::Info, format!("{tool_name} started"));
+        say(LogLevel::Info, &|| format!("{tool_name} started"));
 
         let side_effects = crate::SideEffects::default();
         let mut trace = Trace::default();
@@ -202,35 +207,36 @@ impl Registry {
         let gate = trace.gate.map(GateVerdict::as_str);
         let attempts = trace.attempts.max(1);
         let duration_ms = started.elapsed().as_millis() as u64;
-        let mut result = match &outcome {
-            Ok(data) => ToolResult::ok(&tool_name, &call_id, data.clone(), duration_ms),
-            Err(e) => ToolResult::failed(&tool_name, &call_id, e, duration_ms),
-        };
-        result.side_effects = side_effects.take();
-        result.attempts = attempts;
         match &outcome {
-            Ok(_) => say(
-                LogLevel::Info,
+            Ok(_) => say(LogLevel::Info, &|| {
                 format!(
                     "{tool_name} finished in {duration_ms} ms{}",
                     tried(attempts)
-                ),
-            ),
-            Err(e) => say(
-                LogLevel::Error,
-                format!("{tool_name} failed{}: {}", tried(attempts), e.message),
-            ),
+                )
+            }),
+            Err(e) => say(LogLevel::Error, &|| {
+                format!("{tool_name} failed{}: {}", tried(attempts), e.message)
+            }),
         }
         let flags = annotations.map(|a| a.flags()).unwrap_or_default();
         let agent = ctx.agent.as_deref().unwrap_or("");
+        let side_effects = side_effects.take();
         match &outcome {
             Ok(_) => {
-                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, attempts, side_effects = ?result.side_effects, "tool call succeeded")
+                tracing::debug!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, attempts, side_effects = ?side_effects, "tool call succeeded")
             }
             Err(e) => {
                 tracing::info!(tool = %tool_name, %call_id, duration_ms, annotations = %flags, agent, gate, attempts, code = ?e.code, error = %e.message, "tool call failed")
             }
         }
+        // The data moves into the result: nothing is copied for a caller
+        // that takes no events.
+        let mut result = match outcome {
+            Ok(data) => ToolResult::ok(&tool_name, &call_id, data, duration_ms),
+            Err(e) => ToolResult::failed(&tool_name, &call_id, &e, duration_ms),
+        };
+        result.side_effects = side_effects;
+        result.attempts = attempts;
         let record = AuditRecord {
             tool: tool_name.clone(),
             call_id: call_id.clone(),
@@ -257,11 +263,13 @@ impl Registry {
                 tracing::warn!(tool = %tool_name, %call_id, error = %e, "could not write the audit record")
             }
         }
-        callbacks.emit(ToolEvent::ToolResult {
-            call_id,
-            name: tool_name,
-            result: result.clone(),
-        });
+        if reporting {
+            callbacks.emit(ToolEvent::ToolResult {
+                call_id,
+                name: tool_name,
+                result: result.clone(),
+            });
+        }
         result
     }
 
