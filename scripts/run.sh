@@ -130,7 +130,8 @@ server_pid=$!
 # the pipe it reports progress as lines, not a bar. In a session of its own,
 # so that it stops with this script.
 # shellcheck disable=SC2016 # expanded by the inner shell
-setsid bash -c 'started=$(date +%s)
+setsid bash -c 'set -o pipefail
+    started=$(date +%s)
     if "$0" ingest "$1" --space "$2" 2>&1 | sed -u "s/^/demo corpus: /"; then
         echo "demo corpus: done in $(($(date +%s) - started))s; search covers all of it"
     else

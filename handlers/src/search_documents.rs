@@ -445,7 +445,7 @@ async fn rerank_hits(rerank: &crate::Rerank, query: &str, hits: &mut Vec<Hit>) -
         }
         Err(e) => {
             tracing::warn!(tool = NAME, error = %e, "rerank failed; answering in fused order");
-            report.error = Some(format!("{e}; the results are in fused order"));
+            report.error = Some(format!("{}; the results are in fused order", e.summary()));
         }
     }
     report

@@ -233,7 +233,7 @@ async fn serve(global: &GlobalArgs, addr: &str, no_migrate: bool) -> anyhow::Res
         .with_allowed_origins(global.allowed_origins()?)
         .with_public_url(global.public_url.as_deref())?;
     if let Some(rerank) = global.rerank.rerank()? {
-        tracing::info!(url = %rerank.reranker.config().url, candidates = rerank.candidates, "search results are reranked");
+        tracing::info!(url = %redact(&rerank.reranker.config().url), candidates = rerank.candidates, "search results are reranked");
         state.deps.connect_rerank(rerank);
     }
     if let Some(settings) = global.oidc.settings()? {
@@ -514,7 +514,7 @@ async fn ingest(
             progress.done();
         })
         .await
-        .context("ingesting")?;
+        .context("the ingest stopped (the files reported before were stored)")?;
     progress.finish();
     let secs = started.elapsed().as_secs_f64();
     println!(

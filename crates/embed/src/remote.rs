@@ -194,7 +194,7 @@ impl RemoteEmbedder {
     }
 }
 
-fn excerpt(body: &str) -> String {
+pub(crate) fn excerpt(body: &str) -> String {
     let trimmed = body.trim();
     let mut out: String = trimmed.chars().take(BODY_EXCERPT_CHARS).collect();
     if out.len() < trimmed.len() {

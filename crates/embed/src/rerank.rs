@@ -16,8 +16,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// How much of an error body is quoted back.
-const BODY_EXCERPT_CHARS: usize = 300;
+use crate::remote::excerpt;
 
 /// Which request form the endpoint takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,7 +29,7 @@ pub enum RerankApi {
 }
 
 /// Where the reranker is and how to ask it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RerankConfig {
     /// The endpoint itself, e.g. `http://127.0.0.1:8012/v1/rerank`.
     pub url: String,
@@ -41,6 +40,18 @@ pub struct RerankConfig {
     pub api: RerankApi,
     /// The whole request, connection included.
     pub timeout: Duration,
+}
+
+impl std::fmt::Debug for RerankConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RerankConfig")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api", &self.api)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 /// Why a rerank did not happen.
@@ -60,6 +71,20 @@ pub enum RerankError {
     },
     #[error("rerank endpoint {url} sent an unusable response: {reason}")]
     InvalidResponse { url: String, reason: String },
+}
+
+impl RerankError {
+    /// What a caller of search may be told: the kind of failure, without
+    /// the endpoint's address or what its body said (those go to the log).
+    pub fn summary(&self) -> String {
+        match self {
+            RerankError::InvalidConfig(_) => "the reranker is not configured correctly".into(),
+            RerankError::Timeout { ms, .. } => format!("the reranker timed out after {ms} ms"),
+            RerankError::Request { .. } => "the reranker could not be reached".into(),
+            RerankError::Http { status, .. } => format!("the reranker answered HTTP {status}"),
+            RerankError::InvalidResponse { .. } => "the reranker sent an unusable response".into(),
+        }
+    }
 }
 
 /// A client for one rerank endpoint; cheap to clone.
@@ -149,7 +174,9 @@ impl Reranker {
                 "documents": documents,
                 "top_n": documents.len(),
             }),
-            RerankApi::Tei => json!({"query": query, "texts": documents}),
+            // TEI refuses a text over the model's length unless told to
+            // cut it; the others cut by default.
+            RerankApi::Tei => json!({"query": query, "texts": documents, "truncate": true}),
         };
         if let Some(model) = &self.config.model {
             body["model"] = Value::String(model.clone());
@@ -222,13 +249,5 @@ impl Reranker {
                 reason: e.to_string(),
             }
         }
-    }
-}
-
-fn excerpt(body: &str) -> String {
-    let body = body.trim();
-    match body.char_indices().nth(BODY_EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &body[..cut]),
-        None => body.to_string(),
     }
 }

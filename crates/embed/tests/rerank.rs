@@ -137,7 +137,7 @@ async fn both_forms_are_sent_as_their_servers_expect_and_read_best_first() {
     let body = seen.lock().unwrap()[0].2.clone();
     assert_eq!(
         body,
-        json!({"query": "a bear", "texts": docs(), "model": "bge-reranker-v2-m3"})
+        json!({"query": "a bear", "texts": docs(), "truncate": true, "model": "bge-reranker-v2-m3"})
     );
 }
 
@@ -184,12 +184,17 @@ async fn unusable_answers_are_errors_that_say_what_was_wrong() {
     for (answer, expected) in cases {
         let answer = Mutex::new(Some(answer));
         let (server, _) = serve(move |_| answer.lock().unwrap().take().unwrap()).await;
-        let r = reranker(server.url("/v1/rerank"), RerankApi::Cohere, 300);
-        let error = r.rerank("q", &docs()).await.unwrap_err().to_string();
-        assert!(
-            error.contains(expected),
-            "{error:?} should say {expected:?}"
-        );
+        let url = server.url("/v1/rerank");
+        let r = reranker(url.clone(), RerankApi::Cohere, 300);
+        let error = r.rerank("q", &docs()).await.unwrap_err();
+        let full = error.to_string();
+        assert!(full.contains(expected), "{full:?} should say {expected:?}");
+        // What a caller may be told names neither the endpoint nor its body.
+        let summary = error.summary();
+        assert!(summary.starts_with("the reranker "), "{summary}");
+        for secret in [url.as_str(), "model is loading", "proxy"] {
+            assert!(!summary.contains(secret), "{summary:?} repeats {secret:?}");
+        }
     }
 
     // Nobody listening.

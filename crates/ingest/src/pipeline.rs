@@ -99,8 +99,10 @@ impl Pipeline {
         bytes: &[u8],
     ) -> Result<FileReport, IngestError> {
         let prepared = self.prepare(scope, target, path, bytes).await?;
-        let mut reports = self.embed_and_write(scope, vec![prepared]).await;
-        reports.pop().unwrap_or_else(|| {
+        let mut report = None;
+        self.embed_and_write(scope, vec![prepared], &mut |_, r| report = Some(r))
+            .await?;
+        report.unwrap_or_else(|| {
             Err(IngestError::Internal(
                 "a file went missing between its steps".into(),
             ))
@@ -108,14 +110,18 @@ impl Pipeline {
     }
 
     /// Ingests `files` (relative path, bytes as read) in order, read one by
-    /// one as the iterator gives them, embedding the chunks
-    /// of several files in one call: a corpus of small documents (an
-    /// abstract, a note) then keeps every core of the model busy, where one
-    /// call per file would embed a chunk or two at a time. Files are taken
-    /// in groups of about [`EMBED_TOGETHER`] chunks; each file's outcome is
-    /// given to `done` as soon as it is written, in order. A file that fails
-    /// alone ([`IngestError::is_per_file`]) is reported and the rest go on;
-    /// any other error ends the ingest.
+    /// one as the iterator gives them, embedding the chunks of several
+    /// files in one call: a corpus of small documents (an abstract, a note)
+    /// then keeps every core of the model busy, where one call per file
+    /// would embed a chunk or two at a time. Files are taken in groups of
+    /// about [`EMBED_TOGETHER`] chunks and each is written in its own
+    /// transaction. Each file's outcome goes to `done` once known: a file
+    /// that fails before its embedding at once, the others as they are
+    /// written, in order. A file that fails alone
+    /// ([`IngestError::is_per_file`]) is reported and the rest go on. Any
+    /// other error (the database or the model failing) is returned, after
+    /// the files prepared before it are written; the files after it are
+    /// neither written nor reported.
     pub async fn ingest_batch(
         &self,
         scope: Scope,
@@ -140,19 +146,14 @@ impl Pipeline {
                     group.push(prepared);
                 }
                 Err(e) if e.is_per_file() => done(&path, Err(e)),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.embed_and_write(scope, group, &mut done).await?;
+                    return Err(e);
+                }
             }
             if chunks >= EMBED_TOGETHER || files.peek().is_none() {
-                let paths: Vec<String> = group.iter().map(|p| p.path.clone()).collect();
-                let reports = self
-                    .embed_and_write(scope, std::mem::take(&mut group))
-                    .await;
-                for (path, report) in paths.iter().zip(reports) {
-                    match report {
-                        Err(e) if !e.is_per_file() => return Err(e),
-                        report => done(path, report),
-                    }
-                }
+                self.embed_and_write(scope, std::mem::take(&mut group), &mut done)
+                    .await?;
                 chunks = 0;
             }
         }
@@ -266,37 +267,28 @@ impl Pipeline {
     }
 
     /// Embeds the chunks of every file in `group` in one call, then writes
-    /// each file in its own transaction; one outcome per file, in order.
-    /// A failed embedding fails every file of the group with it.
+    /// each file in its own transaction, in order, giving each outcome to
+    /// `done`. Stops at the first error that is not a file's own (the
+    /// embedding, or a write the database failed) and returns it: the
+    /// files after it are neither written nor reported.
     async fn embed_and_write(
         &self,
         scope: Scope,
         mut group: Vec<Prepared>,
-    ) -> Vec<Result<FileReport, IngestError>> {
+        done: &mut impl FnMut(&str, Result<FileReport, IngestError>),
+    ) -> Result<(), IngestError> {
         let inputs: Vec<String> = group
             .iter_mut()
             .flat_map(|p| std::mem::take(&mut p.inputs))
             .collect();
         let started = Instant::now();
-        let embedded = if inputs.is_empty() {
-            Ok(Vec::new())
+        let vectors = if inputs.is_empty() {
+            Vec::new()
         } else {
-            self.embedder.embed(&inputs).await
+            self.embedder.embed(&inputs).await?
         };
         let embed_time = started.elapsed();
-        let mut vectors =
-            match embedded {
-                Ok(vectors) => vectors.into_iter(),
-                Err(e) => {
-                    let reason = e.to_string();
-                    let mut reports = vec![Err(IngestError::Embed(e))];
-                    reports.extend(group.iter().skip(1).map(|_| {
-                        Err(IngestError::Internal(format!("embedding failed: {reason}")))
-                    }));
-                    return reports;
-                }
-            };
-        let mut reports = Vec::with_capacity(group.len());
+        let mut vectors = vectors.into_iter();
         for prepared in group {
             let n = match &prepared.step {
                 Step::Write(doc) => doc.chunks.len(),
@@ -305,9 +297,13 @@ impl Pipeline {
             let mine: Vec<Vec<f32>> = vectors.by_ref().take(n).collect();
             // Each file is charged its share of the call, by its chunks.
             let share = embed_time.mul_f64(n as f64 / inputs.len().max(1) as f64);
-            reports.push(self.write(scope, prepared, mine, share).await);
+            let path = prepared.path.clone();
+            match self.write(scope, prepared, mine, share).await {
+                Err(e) if !e.is_per_file() => return Err(e),
+                report => done(&path, report),
+            }
         }
-        reports
+        Ok(())
     }
 
     /// One file's transaction: its document, chunks (with `vectors`, in

@@ -152,3 +152,85 @@ async fn files_ingested_in_groups_are_stored_as_one_by_one() {
     assert!(outcomes.iter().all(|o| *o == (Outcome::Unchanged, 0)));
     test.destroy().await.unwrap();
 }
+
+/// An OpenAI-compatible embeddings endpoint that answers its first
+/// request and fails every one after.
+async fn embeddings_failing_after_one() -> data_plane_testkit::http::Server {
+    use data_plane_testkit::http::{Request, Response, Server};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = AtomicUsize::new(0);
+    Server::start(move |request: Request| {
+        if calls.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Response::whole(503, vec![], "overloaded");
+        }
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let data: Vec<serde_json::Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                let mut v = vec![0.0f32; 384];
+                v[i % 384] = 1.0;
+                serde_json::json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        Response::whole(
+            200,
+            vec![("content-type".into(), "application/json".into())],
+            serde_json::json!({"object": "list", "data": data, "model": "m"}).to_string(),
+        )
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_failing_model_stops_the_ingest_after_the_groups_it_embedded() {
+    let test = TestDatabase::create().await;
+    let mut tx = test.db.begin(Scope::System).await.unwrap();
+    let (space, _) = identity::ensure_space(&mut tx, "s").await.unwrap();
+    let source = content::ensure_source(&mut tx, space.id, "notes", SourceKind::Files)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let server = embeddings_failing_after_one().await;
+    let mut config = data_plane_embed::EmbedConfig::open_ai(server.url("/v1"), None, "m", 384);
+    if let data_plane_embed::Provider::OpenAi { batch_size, .. } = &mut config.provider {
+        // One request per group, so the second group meets the failure.
+        *batch_size = 1024;
+    }
+    let embedder = std::sync::Arc::new(data_plane_embed::Embedder::from_config(&config).unwrap());
+    let pipeline = Pipeline::new(test.db.clone(), embedder);
+    let files: Vec<(String, std::io::Result<Vec<u8>>)> = (0..EMBED_TOGETHER * 2)
+        .map(|i| {
+            let body = format!("# Note {i}\n\nA short note, number {i}.\n");
+            (format!("note-{i:03}.md"), Ok(body.into_bytes()))
+        })
+        .collect();
+    let mut reported = Vec::new();
+    let error = pipeline
+        .ingest_batch(
+            Scope::System,
+            Target {
+                space_id: space.id,
+                source_id: source.id,
+            },
+            files,
+            |path, report| reported.push((path.to_string(), report.is_ok())),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, IngestError::Embed(_)), "{error}");
+    // The first group is written and reported, each file once; nothing of
+    // the second is reported, and nothing of it is stored.
+    assert_eq!(reported.len(), EMBED_TOGETHER, "{reported:?}");
+    assert!(reported.iter().all(|(_, ok)| *ok));
+    let mut tx = test.db.begin(Scope::System).await.unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM documents")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    drop(tx);
+    assert_eq!(stored as usize, EMBED_TOGETHER);
+    test.destroy().await.unwrap();
+}

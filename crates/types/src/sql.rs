@@ -1,7 +1,8 @@
 //! How the shared types meet PostgreSQL, without sqlx's procedural macros:
 //! those build a second copy of sqlx, its PostgreSQL driver, tokio and
-//! rustls for the compiler's own use, about a fifteenth of a release build's
-//! CPU, to write code these two `macro_rules!` write as well.
+//! rustls for the compiler's own use (about 55 of a release build's 790
+//! CPU-seconds, docs/operations.md), to write code these two
+//! `macro_rules!` write as well.
 //!
 //! - [`pg_enum!`]: a Rust enum stored as a PostgreSQL enum type, by its
 //!   lowercase names (what `#[derive(sqlx::Type)]` with `rename_all =
@@ -25,7 +26,7 @@ macro_rules! pg_enum {
 
         impl ::sqlx::postgres::PgHasArrayType for $ty {
             fn array_type_info() -> ::sqlx::postgres::PgTypeInfo {
-                ::sqlx::postgres::PgTypeInfo::with_name(concat!("_", $pg))
+                ::sqlx::postgres::PgTypeInfo::array_of($pg)
             }
         }
 
