@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use data_plane_store::Scope;
+use data_plane_store::exchange::{Param, Prepared};
+use sqlx::FromRow;
+
 use crate::Deps;
 use crate::deps::internal;
 
@@ -72,22 +76,29 @@ pub const QUERY: &str =
    FROM documents d JOIN sources s ON s.id = d.source_id
   WHERE d.id = $1 AND ($2::uuid IS NULL OR d.space_id = $2)";
 
+/// QUERY as the statement every pooled connection prepares: a call is then
+/// one exchange with PostgreSQL (`Db::exchange`).
+pub static STATEMENT: Prepared = Prepared::new("dp_document_info", QUERY, &["uuid", "uuid"]);
+
 pub async fn run(
     deps: &Deps,
     args: Args,
     ctx: &ToolContext,
     _callbacks: &dyn Callbacks,
 ) -> Result<Output, ToolError> {
-    let mut tx = deps.read(NAME, ctx).await?;
-    let row: Option<DocRow> = sqlx::query_as(QUERY)
-        .bind(args.document_id)
-        .bind(ctx.space_id)
-        .fetch_optional(&mut *tx)
+    let rows = deps
+        .db
+        .exchange(
+            Scope::User(ctx.user_id),
+            &STATEMENT,
+            &[Param::Uuid(args.document_id), Param::OptUuid(ctx.space_id)],
+        )
         .await
         .map_err(|e| internal(NAME, e))?;
-    let Some(d) = row else {
+    let Some(row) = rows.first() else {
         return Err(not_found(args.document_id));
     };
+    let d = DocRow::from_row(row).map_err(|e| internal(NAME, e))?;
     Ok(Output {
         document_id: d.id,
         space_id: d.space_id,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use data_plane_registry::{AuditRecord, Ledger, LedgerError, RateLimits, Refusal, ToolContext};
+use data_plane_store::exchange::{Param, Prepared};
 use data_plane_store::{Db, Scope};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -694,37 +695,39 @@ fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
     )
 }
 
+/// The batch INSERT: the records as one JSON array, so that a batch of any
+/// size is one prepared statement, sent with its scope in one exchange
+/// (`Db::exchange`) and committed before the answer comes back.
+static INSERT: Prepared = Prepared::new(
+    "dp_audit_insert",
+    "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id,
+                             parent_call_id, success, error, args, annotations, side_effects,
+                             gate, agent, module, attempts)
+     SELECT call_id, ts, tool, least(duration_ms, 2147483647)::integer, user_id, space_id,
+            request_id, parent_call_id, success, error, coalesce(args, 'null'), annotations,
+            coalesce(side_effects, '{}'), gate, agent, module, least(attempts, 32767)::smallint
+       FROM jsonb_to_recordset($1) AS r(call_id text, ts timestamptz, tool text,
+            duration_ms numeric, user_id uuid, space_id uuid, request_id text,
+            parent_call_id text, success boolean, error text, args jsonb, annotations jsonb,
+            side_effects text[], gate text, agent text, module text, attempts numeric)",
+    &["jsonb"],
+);
+
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {
-    let mut tx = db.begin(Scope::System).await?;
-    let mut q = sqlx::QueryBuilder::new(
-        "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id, parent_call_id, success, error, args, annotations, side_effects, gate, agent, module, attempts) ",
-    );
-    q.push_values(batch, |mut row, r| {
-        row.push_bind(&r.call_id)
-            .push_bind(r.ts)
-            .push_bind(&r.tool)
-            .push_bind(r.duration_ms.min(i32::MAX as u64) as i32)
-            .push_bind(r.user_id)
-            .push_bind(r.space_id)
-            .push_bind(&r.request_id)
-            .push_bind(&r.parent_call_id)
-            .push_bind(r.success)
-            .push_bind(&r.error)
-            .push_bind(sqlx::types::Json(&r.args))
-            .push_bind(r.annotations.map(sqlx::types::Json))
-            .push_bind(&r.side_effects)
-            .push_bind(&r.gate)
-            .push_bind(&r.agent)
-            .push_bind(&r.module)
-            .push_bind(r.attempts.min(i16::MAX as u32) as i16);
-    });
-    q.build()
-        .execute(&mut *tx)
-        .await
-        .map_err(data_plane_store::StoreError::from)?;
-    tx.commit()
-        .await
-        .map_err(data_plane_store::StoreError::from)?;
+    use chrono::SubsecRound;
+    // Whole microseconds, as PostgreSQL keeps them and as `insert_once`
+    // binds them: a retry after a write whose answer was lost finds the row.
+    let rows: Vec<Spooled> = batch
+        .iter()
+        .map(|r| Spooled {
+            ts: r.ts.trunc_subsecs(6),
+            ..Spooled::from(r)
+        })
+        .collect();
+    let json = serde_json::to_string(&rows)
+        .map_err(|e| data_plane_store::StoreError::Schema(format!("an audit record: {e}")))?;
+    db.exchange(Scope::System, &INSERT, &[Param::Text(&json)])
+        .await?;
     Ok(())
 }
 
@@ -762,4 +765,62 @@ async fn insert_once(db: &Db, r: &AuditRecord) -> Result<(), data_plane_store::S
         .await
         .map_err(data_plane_store::StoreError::from)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    // Test helpers report failure by panicking, like the tests that call them.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use data_plane_store::identity::{self, Permission};
+    use data_plane_store::testing::TestDatabase;
+
+    /// A record written by a batch and then again by a retry (its first
+    /// answer lost) is one row, whatever the precision of its time.
+    #[tokio::test]
+    async fn a_retry_after_a_batch_that_was_written_adds_nothing() {
+        let test = TestDatabase::create().await;
+        let mut tx = test.db.begin(Scope::System).await.unwrap();
+        let user = identity::upsert_user(&mut tx, "a@example.com", Some(Permission::User))
+            .await
+            .unwrap()
+            .id;
+        tx.commit().await.unwrap();
+        let ts = DateTime::parse_from_rfc3339("2026-12-07T10:00:00.123456789Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let record = AuditRecord {
+            tool: "document_info".into(),
+            call_id: "call-1".into(),
+            duration_ms: u64::MAX,
+            ts,
+            user_id: user,
+            space_id: None,
+            request_id: "req-1".into(),
+            parent_call_id: None,
+            success: true,
+            error: None,
+            args: serde_json::Value::Null,
+            annotations: None,
+            side_effects: vec![],
+            gate: None,
+            agent: None,
+            module: None,
+            attempts: u32::MAX,
+        };
+        insert(&test.db, std::slice::from_ref(&record))
+            .await
+            .unwrap();
+        insert_once(&test.db, &record).await.unwrap();
+        let mut tx = test.db.begin(Scope::System).await.unwrap();
+        let rows: Vec<(i32, i16, Option<serde_json::Value>)> =
+            sqlx::query_as("SELECT duration_ms, attempts, args FROM tool_calls")
+                .fetch_all(&mut *tx)
+                .await
+                .unwrap();
+        assert_eq!(rows, [(i32::MAX, i16::MAX, Some(serde_json::Value::Null))]);
+        drop(tx);
+        test.destroy().await.unwrap();
+    }
 }

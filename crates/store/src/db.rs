@@ -1,6 +1,7 @@
 //! The pool, the start-up checks that keep row-level security meaningful, and
 //! transactions that say whom they act for.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -8,6 +9,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::exchange::{Prepared, prepare_all};
 
 /// A pooled connection idle at least this long is pinged before use.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
@@ -29,6 +31,9 @@ pub type ScopedTx = Transaction<'static, Postgres>;
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
+    /// The statements of one-exchange reads used so far: each connection
+    /// the pool opens prepares them (see `exchange`).
+    prepared: Arc<Mutex<Vec<&'static Prepared>>>,
 }
 
 impl Db {
@@ -36,6 +41,8 @@ impl Db {
     /// row-level security meaningless (superuser, BYPASSRLS, table owner).
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         let options: PgConnectOptions = url.parse()?;
+        let prepared: Arc<Mutex<Vec<&'static Prepared>>> = Arc::default();
+        let to_prepare = prepared.clone();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
@@ -53,6 +60,15 @@ impl Db {
                     Ok(true)
                 })
             })
+            .after_connect(move |conn, _| {
+                let statements = prepare_all(&to_prepare.lock().unwrap_or_else(|p| p.into_inner()));
+                Box::pin(async move {
+                    if !statements.is_empty() {
+                        sqlx::Executor::execute(conn, sqlx::raw_sql(&statements)).await?;
+                    }
+                    Ok(())
+                })
+            })
             // JIT compilation costs up to a second on the large plans of tree
             // and search queries that run in milliseconds; nothing here
             // runs long enough to repay it.
@@ -62,7 +78,7 @@ impl Db {
                     .options([("jit", "off")]),
             )
             .await?;
-        let db = Db { pool };
+        let db = Db { pool, prepared };
         db.check_role().await?;
         Ok(db)
     }
@@ -70,7 +86,18 @@ impl Db {
     /// Wraps an existing pool without the role checks (tests that deliberately
     /// connect as another role use this).
     pub fn from_pool_unchecked(pool: PgPool) -> Self {
-        Db { pool }
+        Db {
+            pool,
+            prepared: Arc::default(),
+        }
+    }
+
+    /// Adds `statement` to those every new connection prepares.
+    pub(crate) fn register(&self, statement: &'static Prepared) {
+        let mut list = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        if !list.iter().any(|s| s.name() == statement.name()) {
+            list.push(statement);
+        }
     }
 
     pub fn pool(&self) -> &PgPool {

@@ -5,6 +5,7 @@
 pub mod content;
 mod db;
 mod error;
+pub mod exchange;
 pub mod identity;
 pub mod index_log;
 pub mod listen;
