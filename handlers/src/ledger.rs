@@ -16,7 +16,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use data_plane_registry::{AuditRecord, Ledger, LedgerError, RateLimits, Refusal, ToolContext};
-use data_plane_store::exchange::{Param, Prepared};
 use data_plane_store::{Db, Scope};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -695,24 +694,10 @@ fn is_missing_space(e: &data_plane_store::StoreError) -> bool {
     )
 }
 
-/// The batch INSERT: the records as one JSON array, so that a batch of any
-/// size is one prepared statement, sent with its scope in one exchange
-/// (`Db::exchange`) and committed before the answer comes back.
-static INSERT: Prepared = Prepared::new(
-    "dp_audit_insert",
-    "INSERT INTO tool_calls (call_id, ts, tool, duration_ms, user_id, space_id, request_id,
-                             parent_call_id, success, error, args, annotations, side_effects,
-                             gate, agent, module, attempts)
-     SELECT call_id, ts, tool, least(duration_ms, 2147483647)::integer, user_id, space_id,
-            request_id, parent_call_id, success, error, coalesce(args, 'null'), annotations,
-            coalesce(side_effects, '{}'), gate, agent, module, least(attempts, 32767)::smallint
-       FROM jsonb_to_recordset($1) AS r(call_id text, ts timestamptz, tool text,
-            duration_ms numeric, user_id uuid, space_id uuid, request_id text,
-            parent_call_id text, success boolean, error text, args jsonb, annotations jsonb,
-            side_effects text[], gate text, agent text, module text, attempts numeric)",
-    &["jsonb"],
-);
-
+/// Writes a batch with one statement in one round trip: the records as one
+/// JSON array bound to `dp_write_audit` (migration 0027), which sets the
+/// system scope for its own transaction and inserts them all; PostgreSQL
+/// commits it before the answer comes back.
 async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::StoreError> {
     use chrono::SubsecRound;
     // Whole microseconds, as PostgreSQL keeps them and as `insert_once`
@@ -724,9 +709,9 @@ async fn insert(db: &Db, batch: &[AuditRecord]) -> Result<(), data_plane_store::
             ..Spooled::from(r)
         })
         .collect();
-    let json = serde_json::to_string(&rows)
-        .map_err(|e| data_plane_store::StoreError::Schema(format!("an audit record: {e}")))?;
-    db.exchange(Scope::System, &INSERT, &[Param::Text(&json)])
+    sqlx::query("SELECT dp_write_audit($1)")
+        .bind(sqlx::types::Json(&rows))
+        .execute(db.pool())
         .await?;
     Ok(())
 }
@@ -777,7 +762,8 @@ mod tests {
     use data_plane_store::testing::TestDatabase;
 
     /// A record written by a batch and then again by a retry (its first
-    /// answer lost) is one row, whatever the precision of its time.
+    /// answer lost) is one row, whatever the precision of its time; the
+    /// batch's system scope ends with it.
     #[tokio::test]
     async fn a_retry_after_a_batch_that_was_written_adds_nothing() {
         let test = TestDatabase::create().await;
@@ -809,10 +795,16 @@ mod tests {
             module: None,
             attempts: u32::MAX,
         };
-        insert(&test.db, std::slice::from_ref(&record))
-            .await
-            .unwrap();
-        insert_once(&test.db, &record).await.unwrap();
+        // One connection, so that the check below runs where the batch did.
+        let db = Db::connect(&test.app_url, 1).await.unwrap();
+        insert(&db, std::slice::from_ref(&record)).await.unwrap();
+        let scope: String =
+            sqlx::query_scalar("SELECT coalesce(current_setting('data_plane.system', true), '')")
+                .fetch_one(db.pool())
+                .await
+                .unwrap();
+        assert_ne!(scope, "on", "the system scope ends with the batch");
+        insert_once(&db, &record).await.unwrap();
         let mut tx = test.db.begin(Scope::System).await.unwrap();
         let rows: Vec<(i32, i16, Option<serde_json::Value>)> =
             sqlx::query_as("SELECT duration_ms, attempts, args FROM tool_calls")

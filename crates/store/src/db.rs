@@ -9,7 +9,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::exchange::{Prepared, prepare_all};
+use crate::exchange::{Prepared, prepare_each};
 
 /// A pooled connection idle at least this long is pinged before use.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
@@ -61,10 +61,17 @@ impl Db {
                 })
             })
             .after_connect(move |conn, _| {
-                let statements = prepare_all(&to_prepare.lock().unwrap_or_else(|p| p.into_inner()));
+                let statements = prepare_each(&to_prepare.lock().unwrap_or_else(|p| p.into_inner()));
                 Box::pin(async move {
-                    if !statements.is_empty() {
-                        sqlx::Executor::execute(conn, sqlx::raw_sql(&statements)).await?;
+                    // One by one, and never failing the connection: a
+                    // statement that cannot be prepared (a migration dropped
+                    // a column it reads) fails its own uses, not the pool.
+                    for statement in statements {
+                        if let Err(error) =
+                            sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(&statement)).await
+                        {
+                            tracing::warn!(%error, statement = %statement, "cannot prepare a statement on a new connection");
+                        }
                     }
                     Ok(())
                 })
@@ -92,11 +99,22 @@ impl Db {
         }
     }
 
-    /// Adds `statement` to those every new connection prepares.
-    pub(crate) fn register(&self, statement: &'static Prepared) {
+    /// Adds `statement` to those every new connection prepares; refuses a
+    /// second statement under a name already taken.
+    pub(crate) fn register(&self, statement: &'static Prepared) -> Result<(), StoreError> {
         let mut list = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
-        if !list.iter().any(|s| s.name() == statement.name()) {
-            list.push(statement);
+        match list.iter().find(|s| s.name() == statement.name()) {
+            Some(known) if known.sql() == statement.sql() && known.types() == statement.types() => {
+                Ok(())
+            }
+            Some(_) => Err(StoreError::Schema(format!(
+                "two different statements are named {}",
+                statement.name()
+            ))),
+            None => {
+                list.push(statement);
+                Ok(())
+            }
         }
     }
 

@@ -1,10 +1,9 @@
 //! Statements in one exchange with PostgreSQL. Work through a scoped
 //! transaction takes three round trips: `BEGIN` with the identity, the
-//! statement, and the end. For a short keyed read, or the audit log's
-//! INSERT, those trips cost more than the work: here the statement is
-//! prepared once on each pooled connection (`PREPARE`, a plan the server
-//! keeps), and every use is one simple query that sets the identity
-//! transaction-locally and executes it:
+//! statement, and the end. For a short keyed read those trips cost more
+//! than the read: here the statement is prepared once on each pooled
+//! connection (`PREPARE`, a plan the server keeps), and every use is one
+//! simple query that sets the identity transaction-locally and executes it:
 //!
 //! ```sql
 //! SET LOCAL data_plane.user_id = '…'; SET LOCAL data_plane.system = 'off';
@@ -12,14 +11,15 @@
 //! ```
 //!
 //! PostgreSQL runs the statements of one simple query as one implicit
-//! transaction: the identity holds for the `EXECUTE` and ends with it, a
-//! write commits (durably, before the answer) when it succeeds, and an error
-//! rolls all of it back and leaves the connection idle. Row-level security
-//! applies exactly as in a transaction from `Db::begin`.
+//! transaction: the identity holds for the `EXECUTE` and ends with it, and
+//! an error rolls all of it back and leaves the connection idle. Row-level
+//! security applies exactly as in a transaction from `Db::begin`.
 //!
 //! Nothing from outside reaches the SQL text but typed values, each written
 //! as a literal that cannot end early ([`Param`]); names and statements are
-//! constants of the code ([`Prepared::new`] checks them when compiled).
+//! constants of the code ([`Prepared::new`] checks them when compiled). The
+//! values are part of the SQL text, so logs that show statements show them
+//! too: this is for keyed reads, not for content.
 
 use sqlx::Executor;
 use sqlx::postgres::PgRow;
@@ -78,6 +78,14 @@ impl Prepared {
     /// The server-side name.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    pub fn sql(&self) -> &'static str {
+        self.sql
+    }
+
+    pub fn types(&self) -> &'static [&'static str] {
+        self.types
     }
 
     /// `PREPARE name(types) AS sql` (no parentheses without parameters).
@@ -191,25 +199,29 @@ fn retry(e: &sqlx::Error) -> Option<Retry> {
     let sqlx::Error::Database(d) = e else {
         return None;
     };
+    // Told apart by the function that raised it, not by the message, which
+    // the server may speak in another language.
+    let stale_plan = || {
+        d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .is_some_and(|pg| pg.routine() == Some("RevalidateCachedQuery"))
+    };
     match d.code().as_deref() {
         Some("26000") => Some(Retry::Prepare),
-        Some("0A000")
-            if d.message()
-                .contains("cached plan must not change result type") =>
-        {
-            Some(Retry::Replace)
-        }
+        Some("0A000") if stale_plan() => Some(Retry::Replace),
         _ => None,
     }
 }
 
 impl crate::Db {
     /// Runs `statement` acting for `scope` in one exchange, in a transaction
-    /// of its own, and answers its rows (in text format, which
-    /// `sqlx::Row::try_get` decodes like binary). The statement is prepared
-    /// on every connection the pool opens from now on; a connection that
-    /// lacks it prepares it in the same exchange as the use that finds it
-    /// missing.
+    /// of its own, and answers its rows in text format (which
+    /// `sqlx::Row::try_get` decodes for the types used here: uuid, text,
+    /// integers, booleans, timestamptz, jsonb; not interval, among others).
+    /// The statement is prepared on every connection the pool opens from
+    /// now on; a connection that lacks it prepares it in the same exchange
+    /// as the use that finds it missing. The values are part of the SQL
+    /// text, which logs may show (sqlx's slow-statement warning,
+    /// PostgreSQL's errors): send keys, not content.
     pub async fn exchange(
         &self,
         scope: Scope,
@@ -217,7 +229,7 @@ impl crate::Db {
         params: &[Param<'_>],
     ) -> Result<Vec<PgRow>, StoreError> {
         let query = exchange_query(scope, statement, params)?;
-        self.register(statement);
+        self.register(statement)?;
         let mut conn = self.pool().acquire().await?;
         let conn: &mut sqlx::PgConnection = &mut conn;
         match conn.fetch_all(sqlx::raw_sql(&query)).await {
@@ -238,14 +250,9 @@ impl crate::Db {
     }
 }
 
-/// The statements to prepare on a new connection, as one simple query
-/// (empty when none).
-pub(crate) fn prepare_all(statements: &[&'static Prepared]) -> String {
-    statements
-        .iter()
-        .map(|s| s.prepare())
-        .collect::<Vec<_>>()
-        .join("; ")
+/// The `PREPARE` of each statement a new connection prepares.
+pub(crate) fn prepare_each(statements: &[&'static Prepared]) -> Vec<String> {
+    statements.iter().map(|s| s.prepare()).collect()
 }
 
 #[cfg(test)]
@@ -312,9 +319,11 @@ mod tests {
     #[test]
     fn prepares_with_types() {
         assert_eq!(
-            prepare_all(&[&ONE, &ONE]),
-            "PREPARE dp_one(text, uuid, bigint, boolean) AS SELECT $1::text, $2, $3, $4; \
-             PREPARE dp_one(text, uuid, bigint, boolean) AS SELECT $1::text, $2, $3, $4"
+            prepare_each(&[&ONE, &NONE]),
+            [
+                "PREPARE dp_one(text, uuid, bigint, boolean) AS SELECT $1::text, $2, $3, $4",
+                "PREPARE dp_none AS SELECT 1"
+            ]
         );
     }
 }

@@ -33,6 +33,10 @@ static ECHO: Prepared = Prepared::new(
     &["text", "boolean", "bigint"],
 );
 
+static BROKEN: Prepared = Prepared::new("dp_test_broken", "SELECT * FROM no_such_table", &[]);
+
+static ECHO_AGAIN: Prepared = Prepared::new("dp_test_echo", "SELECT $1 AS other", &["text"]);
+
 static SHAPE: Prepared = Prepared::new("dp_test_shape", "SELECT * FROM test_shape", &[]);
 
 struct World {
@@ -281,5 +285,53 @@ async fn text_arrives_as_it_was_sent() {
         assert!(!rows[0].try_get::<bool, _>("flag").unwrap());
         assert_eq!(rows[0].try_get::<i64, _>("number").unwrap(), i64::MIN);
     }
+    test.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_statement_that_cannot_be_prepared_fails_only_its_own_uses() {
+    let test = TestDatabase::create().await;
+    let world = populate(&test.db).await;
+    let db = Db::connect(&test.app_url, 1).await.unwrap();
+    let alice = Scope::User(world.alice);
+    let refused = db.exchange(alice, &BROKEN, &[]).await.unwrap_err();
+    assert!(refused.to_string().contains("no_such_table"), "{refused}");
+    db.exchange(alice, &DOCUMENTS, &[Param::OptUuid(None)])
+        .await
+        .unwrap();
+
+    // A new connection tries to prepare both, fails on one, and still
+    // opens: the pool and the other statement go on working.
+    let old = db.pool().acquire().await.unwrap().detach();
+    sqlx::Connection::close(old).await.unwrap();
+    let rows = db
+        .exchange(alice, &DOCUMENTS, &[Param::OptUuid(None)])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(db.exchange(alice, &BROKEN, &[]).await.is_err());
+    assert_eq!(identity_now(&db).await, "/");
+    test.destroy().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_statements_may_not_share_a_name() {
+    let test = TestDatabase::create().await;
+    let world = populate(&test.db).await;
+    let alice = Scope::User(world.alice);
+    test.db
+        .exchange(
+            alice,
+            &ECHO,
+            &[Param::Text("a"), Param::Bool(true), Param::Int(1)],
+        )
+        .await
+        .unwrap();
+    let refused = test
+        .db
+        .exchange(alice, &ECHO_AGAIN, &[Param::Text("a")])
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("dp_test_echo"), "{refused}");
     test.destroy().await.unwrap();
 }
