@@ -5,7 +5,8 @@
 # connections. Prints p50/p99/requests per second and each as a ratio to the
 # trivial-query route of the same run; then PostgreSQL's own ceiling for the
 # same transaction (pgbench, pipelined into one round trip) and the HTTP
-# call's share of it. BENCH_SECONDS sets each run's length.
+# call's share of it, then that share again from BENCH_PAIRS (3) back-to-back
+# pairs of the two and their median. BENCH_SECONDS sets each run's length.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

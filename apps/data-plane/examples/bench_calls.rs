@@ -258,6 +258,8 @@ async fn main() {
     // (pgbench, shipped with the server) on the statements the tool sends,
     // pipelined into one round trip, which no driver can beat.
     if only.is_none() {
+        let (call_url, call_script) = (&routes[2].1, &routes[2].2);
+        let call = |connections: u32| wrk(call_url, call_script, connections, seconds).rps;
         postgres_ceiling(
             &url,
             user,
@@ -266,6 +268,7 @@ async fn main() {
             &figures,
             seconds,
             dir.path(),
+            &call,
         );
     }
     test.destroy().await.unwrap();
@@ -275,7 +278,12 @@ async fn main() {
 /// document: document_info's transaction (the identity, the handler's own
 /// statement, the rollback) sent as one pipeline, and `SELECT 1`, each at 1
 /// and 64 clients; then the HTTP call's throughput as a share of the
-/// pipelined transaction's. Skipped, saying so, without pgbench.
+/// pipelined transaction's. Then, since one pgbench figure moves by half
+/// between minutes on a shared machine, the ratio again from `BENCH_PAIRS`
+/// (3) back-to-back pairs at each client count, the HTTP call (`call`)
+/// and the pipelined transaction alternating, and their median. Skipped,
+/// saying so, without pgbench.
+#[allow(clippy::too_many_arguments)]
 fn postgres_ceiling(
     url: &str,
     user: uuid::Uuid,
@@ -284,6 +292,7 @@ fn postgres_ceiling(
     figures: &[(&str, u32, Figures)],
     seconds: u64,
     dir: &std::path::Path,
+    call: &dyn Fn(u32) -> f64,
 ) {
     let Some(pgbench) = find_pgbench() else {
         println!("calls.pg skipped: no pgbench on PATH or in /usr/lib/postgresql/*/bin");
@@ -352,6 +361,29 @@ fn postgres_ceiling(
                     f.rps / tps
                 );
             }
+        }
+    }
+    let pairs: usize = std::env::var("BENCH_PAIRS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3);
+    for clients in [1, 64] {
+        let mut ratios: Vec<f64> = (0..pairs)
+            .map(|_| {
+                let rps = call(clients);
+                let (tps, _) = run_pgbench(&pgbench, url, &pipelined, clients, Some(seconds), &vars);
+                println!(
+                    "calls.pair.c{clients} document_info_rps {rps:.0} pg_pipelined_tps {tps:.0} ratio {:.2}",
+                    rps / tps
+                );
+                rps / tps
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        if let Some(median) = ratios.get(ratios.len() / 2) {
+            println!(
+                "calls.document_info.c{clients}.ratio_to_pg_pipelined_median_of_{pairs} rps {median:.2}"
+            );
         }
     }
 }
