@@ -16,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use data_plane_registry::{AuditRecord, Ledger, LedgerError, RateLimits, Refusal, ToolContext};
+use data_plane_store::exchange::{Param, Prepared};
 use data_plane_store::{Db, Scope};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -167,42 +168,34 @@ impl Ledger for PgLedger {
     ) -> Result<(), LedgerError> {
         let unavailable = |e: data_plane_store::StoreError| LedgerError::Unavailable(e.to_string());
         let (daily, cooldown_ms) = bounds(limits);
+        // One exchange, committed as it returns: counts the call only when
+        // both limits allow it.
+        let admitted = self
+            .db
+            .exchange(
+                Scope::User(ctx.user_id),
+                &ADMIT,
+                &[
+                    Param::Uuid(ctx.user_id),
+                    Param::Text(tool),
+                    Param::Int(daily),
+                    Param::Int(cooldown_ms),
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        if !admitted.is_empty() {
+            return Ok(());
+        }
         let mut tx = self
             .db
             .begin(Scope::User(ctx.user_id))
             .await
             .map_err(unavailable)?;
-        // One statement: counts the call only when both limits allow it.
-        // A day's first call inserts its row, unless the daily limit is 0:
-        // then nothing is inserted and the call is refused like any other
-        // over its limit.
-        let admitted: Option<i32> = sqlx::query_scalar(
-            "INSERT INTO rate_limits AS r (user_id, tool, day, count, last_call_at)
-             SELECT $1, $2, (now() AT TIME ZONE 'utc')::date, 1, now()
-              WHERE $3 > 0
-             ON CONFLICT (user_id, tool, day) DO UPDATE
-                SET count = r.count + 1, last_call_at = now()
-              WHERE r.count < $3
-                AND r.last_call_at <= now() - make_interval(secs => $4::double precision / 1000)
-             RETURNING count",
-        )
-        .bind(ctx.user_id)
-        .bind(tool)
-        .bind(daily)
-        .bind(cooldown_ms)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-        if admitted.is_some() {
-            tx.commit()
-                .await
-                .map_err(|e| LedgerError::Unavailable(e.to_string()))?;
-            return Ok(());
-        }
         let refusal = refusal(&mut tx, ctx.user_id, tool, daily, cooldown_ms)
             .await?
-            // Both statements share `now()`, so only another call's commit
-            // in between (the row read afresh) leaves no reason to give.
+            // Only a day's turn or another call's commit in between (the
+            // row read afresh) leaves no reason to give.
             .unwrap_or_else(|| Refusal {
                 message: format!("{tool} was called less than {cooldown_ms} ms ago; call it again"),
             });
@@ -238,6 +231,23 @@ impl Ledger for PgLedger {
         self.flush().await;
     }
 }
+
+/// Counts a call of `$2` by `$1` for today when both limits allow it: `$3`
+/// calls a day (a day's first call inserts its row, unless the limit is 0:
+/// then nothing is inserted and the call is refused like any other over
+/// its limit) and `$4` ms since the last. Answers a row only when counted.
+static ADMIT: Prepared = Prepared::new(
+    "dp_rate_limit_admit",
+    "INSERT INTO rate_limits AS r (user_id, tool, day, count, last_call_at)
+     SELECT $1, $2, (now() AT TIME ZONE 'utc')::date, 1, now()
+      WHERE $3 > 0
+     ON CONFLICT (user_id, tool, day) DO UPDATE
+        SET count = r.count + 1, last_call_at = now()
+      WHERE r.count < $3
+        AND r.last_call_at <= now() - make_interval(secs => $4::double precision / 1000)
+     RETURNING count",
+    &["uuid", "text", "bigint", "bigint"],
+);
 
 /// A tool's daily limit (`i64::MAX` for none) and cooldown in milliseconds
 /// (0 for none).
