@@ -14,6 +14,22 @@ use crate::exchange::{Prepared, prepare_each};
 /// A pooled connection idle at least this long is pinged before use.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(10);
 
+/// The statements that make the current transaction act for `scope`, for
+/// the start of a simple query (`Db::begin`, `Db::exchange`): the identity
+/// is a UUID's canonical text (hex digits and dashes only) or a constant,
+/// so nothing from outside reaches the SQL.
+pub(crate) fn set_scope(scope: Scope) -> String {
+    match scope {
+        Scope::User(id) => format!(
+            "SET LOCAL data_plane.user_id = '{}'; SET LOCAL data_plane.system = 'off'",
+            id.hyphenated()
+        ),
+        Scope::System => {
+            "SET LOCAL data_plane.user_id = ''; SET LOCAL data_plane.system = 'on'".to_string()
+        }
+    }
+}
+
 /// Whom a transaction acts for. Row-level security decides what it sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -188,19 +204,11 @@ impl Db {
 
     /// Begins a transaction acting for `scope`, in one round trip: `BEGIN`
     /// and the transaction-local identity go to the server as one simple
-    /// query. The identity is a UUID's canonical text (hex digits and
-    /// dashes only) or a constant, so nothing from outside reaches the SQL.
+    /// query.
     pub async fn begin(&self, scope: Scope) -> Result<ScopedTx, StoreError> {
-        let statement = match scope {
-            Scope::User(id) => format!(
-                "BEGIN; SELECT set_config('data_plane.user_id', '{}', true), \
-                 set_config('data_plane.system', 'off', true)",
-                id.hyphenated()
-            ),
-            Scope::System => "BEGIN; SELECT set_config('data_plane.user_id', '', true), \
-                 set_config('data_plane.system', 'on', true)"
-                .to_string(),
-        };
-        Ok(self.pool.begin_with(statement).await?)
+        Ok(self
+            .pool
+            .begin_with(format!("BEGIN; {}", set_scope(scope)))
+            .await?)
     }
 }

@@ -39,7 +39,7 @@ impl Prepared {
     /// `name` is the server-side name (lowercase letters, digits and `_`,
     /// starting with `dp_`); `sql` uses `$1`, `$2`… for its parameters,
     /// whose PostgreSQL types `types` names in order (letters, digits, `_`
-    /// and `[]`). A bad name or type fails the build where used in a const.
+    /// and `[]`). A bad name or type fails the build (declare it `static`).
     pub const fn new(
         name: &'static str,
         sql: &'static str,
@@ -80,11 +80,11 @@ impl Prepared {
         self.name
     }
 
-    pub fn sql(&self) -> &'static str {
+    pub(crate) fn sql(&self) -> &'static str {
         self.sql
     }
 
-    pub fn types(&self) -> &'static [&'static str] {
+    pub(crate) fn types(&self) -> &'static [&'static str] {
         self.types
     }
 
@@ -165,16 +165,8 @@ fn exchange_query(
             params.len()
         )));
     }
-    let mut text = match scope {
-        Scope::User(id) => format!(
-            "SET LOCAL data_plane.user_id = '{}'; SET LOCAL data_plane.system = 'off'; ",
-            id.hyphenated()
-        ),
-        Scope::System => {
-            "SET LOCAL data_plane.user_id = ''; SET LOCAL data_plane.system = 'on'; ".to_string()
-        }
-    };
-    text.push_str("EXECUTE ");
+    let mut text = crate::db::set_scope(scope);
+    text.push_str("; EXECUTE ");
     text.push_str(statement.name);
     for (i, p) in params.iter().enumerate() {
         text.push_str(if i == 0 { "(" } else { ", " });

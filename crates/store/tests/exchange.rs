@@ -105,6 +105,13 @@ async fn identity_now(db: &Db) -> String {
     .unwrap()
 }
 
+/// Every document `user` may read, through `DOCUMENTS`.
+async fn documents(db: &Db, user: Uuid) -> Vec<sqlx::postgres::PgRow> {
+    db.exchange(Scope::User(user), &DOCUMENTS, &[Param::OptUuid(None)])
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn row_level_security_applies_to_every_read() {
     let test = TestDatabase::create().await;
@@ -115,15 +122,7 @@ async fn row_level_security_applies_to_every_read() {
             .collect::<Vec<_>>()
     };
 
-    let all = test
-        .db
-        .exchange(
-            Scope::User(world.alice),
-            &DOCUMENTS,
-            &[Param::OptUuid(None)],
-        )
-        .await
-        .unwrap();
+    let all = documents(&test.db, world.alice).await;
     assert_eq!(paths(&all), ["a.txt"], "alice sees her space only");
     // Text-format values decode like binary ones.
     let row = &all[0];
@@ -142,15 +141,7 @@ async fn row_level_security_applies_to_every_read() {
         .await
         .unwrap();
     assert!(in_a.is_empty(), "bob sees nothing of space a");
-    let stranger = test
-        .db
-        .exchange(
-            Scope::User(Uuid::new_v4()),
-            &DOCUMENTS,
-            &[Param::OptUuid(None)],
-        )
-        .await
-        .unwrap();
+    let stranger = documents(&test.db, Uuid::new_v4()).await;
     assert!(stranger.is_empty(), "an unknown user sees nothing");
     test.destroy().await.unwrap();
 }
@@ -163,13 +154,7 @@ async fn the_identity_ends_with_the_read_even_when_it_fails() {
     let db = Db::connect(&test.app_url, 1).await.unwrap();
     assert_eq!(identity_now(&db).await, "/");
 
-    db.exchange(
-        Scope::User(world.alice),
-        &DOCUMENTS,
-        &[Param::OptUuid(None)],
-    )
-    .await
-    .unwrap();
+    documents(&db, world.alice).await;
     assert_eq!(identity_now(&db).await, "/", "nothing left after a read");
 
     let failed = db
@@ -203,13 +188,7 @@ async fn connections_old_and_new_prepare_the_statement() {
     };
     // The connection the start-up checks opened predates the statement.
     assert!(prepared(db.clone()).await.is_empty());
-    db.exchange(
-        Scope::User(world.alice),
-        &DOCUMENTS,
-        &[Param::OptUuid(None)],
-    )
-    .await
-    .unwrap();
+    documents(&db, world.alice).await;
     assert_eq!(prepared(db.clone()).await, ["dp_test_documents"]);
 
     // A connection opened from now on prepares it as it opens.
@@ -296,19 +275,13 @@ async fn a_statement_that_cannot_be_prepared_fails_only_its_own_uses() {
     let alice = Scope::User(world.alice);
     let refused = db.exchange(alice, &BROKEN, &[]).await.unwrap_err();
     assert!(refused.to_string().contains("no_such_table"), "{refused}");
-    db.exchange(alice, &DOCUMENTS, &[Param::OptUuid(None)])
-        .await
-        .unwrap();
+    documents(&db, world.alice).await;
 
     // A new connection tries to prepare both, fails on one, and still
     // opens: the pool and the other statement go on working.
     let old = db.pool().acquire().await.unwrap().detach();
     sqlx::Connection::close(old).await.unwrap();
-    let rows = db
-        .exchange(alice, &DOCUMENTS, &[Param::OptUuid(None)])
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 1);
+    assert_eq!(documents(&db, world.alice).await.len(), 1);
     assert!(db.exchange(alice, &BROKEN, &[]).await.is_err());
     assert_eq!(identity_now(&db).await, "/");
     test.destroy().await.unwrap();
