@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Embedding throughput: our local engine (own BERT pass) against ONNX Runtime
 # on the same model, machine and texts, in float32 and with int8 weights
-# (dynamic quantisation), and against PyTorch sentence-transformers. Prints
-# sentences/s and tokens/s for each and the ratios ours/onnxruntime,
-# ours/onnxruntime_int8 and ours/pytorch.
+# (dynamic quantisation), and against PyTorch sentence-transformers. Ours
+# runs twice: as the server does (`embed.local.`, DATA_PLANE_EMBEDDING_PRECISION
+# or auto: 8-bit where the CPU has AVX-512 VNNI) and in float32
+# (`embed.local_float32.`). Prints sentences/s and tokens/s for each and the
+# ratios ours/onnxruntime, ours/onnxruntime_int8, ours/pytorch and
+# local_float32/onnxruntime.
 # Query latency: one ten-word search query embedded alone, ours against ONNX
 # Runtime running the same model (benches/embed_onnx.py builds the graph),
 # p50/p99 and the ratio ours/onnxruntime.
@@ -48,8 +51,13 @@ cargo build --release -q -p data-plane-embed --example bench_embed
 
 sweep=()
 [[ "${EMBED_SWEEP:-0}" == 1 ]] && sweep=(--sweep)
-ours=$(RAYON_NUM_THREADS="$THREADS" "${CARGO_TARGET_DIR:-target}/release/examples/bench_embed" "$MODEL_DIR" "$TEXTS" \
-    --query-vector .data/bench/query_vector.json "${sweep[@]}")
+bench_embed="${CARGO_TARGET_DIR:-target}/release/examples/bench_embed"
+# The float32 query vector is the one ONNX Runtime's float graph must match.
+float32=$(RAYON_NUM_THREADS="$THREADS" "$bench_embed" "$MODEL_DIR" "$TEXTS" --precision float32 \
+    --query-vector .data/bench/query_vector.json | sed 's/^embed\.local\./embed.local_float32./')
+echo "$float32"
+ours=$(RAYON_NUM_THREADS="$THREADS" "$bench_embed" "$MODEL_DIR" "$TEXTS" \
+    --precision "${DATA_PLANE_EMBEDDING_PRECISION:-auto}" "${sweep[@]}")
 echo "$ours"
 
 query=$(sed -n 's/^pub const QUERY: &str = "\(.*\)";$/\1/p' crates/embed/examples/bench_embed.rs)
@@ -64,6 +72,9 @@ for side in onnxruntime onnxruntime_int8; do
     rate=$(awk -v k="embed.$side.sentences_per_s" '$1 == k {print $2}' <<<"$onnx")
     awk -v a="$ours_rate" -v b="$rate" -v s="$side" 'BEGIN {printf "embed.ratio_local_over_%s %.2f\n", s, a / b}'
 done
+float32_rate=$(awk '$1 == "embed.local_float32.sentences_per_s" {print $2}' <<<"$float32")
+onnx_rate=$(awk '$1 == "embed.onnxruntime.sentences_per_s" {print $2}' <<<"$onnx")
+awk -v a="$float32_rate" -v b="$onnx_rate" 'BEGIN {printf "embed.ratio_local_float32_over_onnxruntime %.2f\n", a / b}'
 
 if [[ "${EMBED_PYTORCH:-1}" == 0 ]]; then
     exit 0

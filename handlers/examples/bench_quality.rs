@@ -117,16 +117,24 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| "../shared/fixtures/scifact-train".into()),
     );
     let chunking = chunking_from_env()?;
+    // Vectors of one arithmetic live in a database of their own, so that
+    // float32 and 8-bit runs can be compared side by side.
+    let embedder = bench_support::local_embedder()?;
+    let arithmetic = match embedder.as_ref() {
+        Embedder::Local(local) => local.arithmetic(),
+        Embedder::Remote(_) => "remote",
+    };
+    let suffix = if arithmetic == "float32" { "" } else { "_int8" };
     let (database, default_dir) = match &chunking {
         None => (
-            DATABASE.to_string(),
-            ".data/bench/quality-index".to_string(),
+            format!("{DATABASE}{suffix}"),
+            format!(".data/bench/quality-index{suffix}"),
         ),
         Some(c) => {
             let sizes = format!("{}_{}_{}", c.target_chars, c.max_chars, c.overlap_chars);
             (
-                format!("{DATABASE}_{sizes}"),
-                format!(".data/bench/quality-index-{sizes}"),
+                format!("{DATABASE}_{sizes}{suffix}"),
+                format!(".data/bench/quality-index-{sizes}{suffix}"),
             )
         }
     };
@@ -135,9 +143,12 @@ async fn main() -> anyhow::Result<()> {
     let fixture = read_fixture(&fixture_dir)?;
     println!("quality.abstracts {}", fixture.corpus.len());
     println!("quality.claims {}", fixture.claims.len());
+    println!("quality.embedding {}", arithmetic.replace(' ', "_"));
 
-    let embedder = bench_support::local_embedder()?;
-    let marker = format!("{RECIPE}; abstracts={}", fixture.corpus.len());
+    let marker = format!(
+        "{RECIPE}; abstracts={}; embedding={arithmetic}",
+        fixture.corpus.len()
+    );
     let bench = BenchDatabase::prepare(&database, &marker, rebuild, &index_dir).await?;
     let reuse = bench.reuse;
     let started = Instant::now();

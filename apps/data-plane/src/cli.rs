@@ -193,6 +193,13 @@ async fn migrate(global: &GlobalArgs) -> anyhow::Result<()> {
 async fn open_embedder(global: &GlobalArgs, db: &Db) -> anyhow::Result<Arc<Embedder>> {
     let embedder =
         Embedder::from_config(&global.embed_config()).context("loading the embedding model")?;
+    if let Embedder::Local(local) = &embedder {
+        tracing::info!(
+            model = local.model_id(),
+            arithmetic = local.arithmetic(),
+            "local embedding model loaded"
+        );
+    }
     db.check_embedding_dimension(embedder.dimension()).await?;
     Ok(Arc::new(embedder))
 }

@@ -1,8 +1,11 @@
 //! Embedding throughput of the local engine, and the latency of one search
 //! query embedded alone: prints one `name value` line per figure. `benches/embed.sh` runs it next to PyTorch sentence-transformers.
 //!
-//! Usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep] [--query-vector OUT_JSON]
-//! TEXTS_JSON is a JSON array of strings. `--sweep` also times other batch
+//! Usage: bench_embed MODEL_DIR TEXTS_JSON [--precision auto|float32|int8]
+//! [--sweep] [--query-vector OUT_JSON]
+//! TEXTS_JSON is a JSON array of strings. `--precision` picks the dense
+//! layers' arithmetic (default `auto`, as the server does); the figures
+//! are printed under `embed.local.` with `embed.local.arithmetic` naming it. `--sweep` also times other batch
 //! sizes and thread counts on the first 100 texts, once each, for
 //! docs/embeddings.md, with all texts in one call and with one call per batch.
 //! `--query-vector` writes the query's vector, for the ONNX Runtime side to
@@ -11,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use data_plane_embed::{EmbedConfig, EmbedError, LocalEmbedder, Provider};
+use data_plane_embed::{EmbedConfig, EmbedError, LocalEmbedder, Precision, Provider};
 
 const REPEATS: usize = 2;
 const SWEEP_TEXTS: usize = 100;
@@ -20,16 +23,19 @@ fn load(
     model_dir: &PathBuf,
     threads: Option<usize>,
     batch_size: usize,
+    precision: Precision,
 ) -> Result<LocalEmbedder, EmbedError> {
     let mut config = EmbedConfig::local(model_dir);
     if let Provider::Local {
         threads: t,
         batch_size: b,
+        precision: p,
         ..
     } = &mut config.provider
     {
         *t = threads;
         *b = batch_size;
+        *p = precision;
     }
     match data_plane_embed::Embedder::from_config(&config)? {
         data_plane_embed::Embedder::Local(local) => Ok(local),
@@ -102,10 +108,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(model_dir), Some(texts_path)) = (args.get(1), args.get(2)) else {
         return Err(
-            "usage: bench_embed MODEL_DIR TEXTS_JSON [--sweep] [--query-vector OUT_JSON]".into(),
+            "usage: bench_embed MODEL_DIR TEXTS_JSON [--precision auto|float32|int8] [--sweep] \
+             [--query-vector OUT_JSON]"
+                .into(),
         );
     };
     let sweep = args.iter().any(|a| a == "--sweep");
+    let precision = match flag_value(&args, "--precision").unwrap_or("auto") {
+        "auto" => Precision::Auto,
+        "float32" => Precision::Float32,
+        "int8" => Precision::Int8,
+        other => return Err(format!("--precision {other}: auto, float32 or int8").into()),
+    };
     let model_dir = PathBuf::from(model_dir);
     let texts: Vec<String> = serde_json::from_str(&std::fs::read_to_string(texts_path)?)?;
     if texts.is_empty() {
@@ -113,7 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let default_batch = data_plane_embed::DEFAULT_LOCAL_BATCH_SIZE;
-    let embedder = load(&model_dir, None, default_batch)?;
+    let embedder = load(&model_dir, None, default_batch, precision)?;
     let mut tokens = 0;
     for text in &texts {
         tokens += embedder.token_count(text)?;
@@ -121,6 +135,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("embed.local.texts {}", texts.len());
     println!("embed.local.tokens {tokens}");
     println!("embed.local.batch_size {default_batch}");
+    println!(
+        "embed.local.arithmetic {}",
+        embedder.arithmetic().replace(' ', "_")
+    );
     let seconds = time(&embedder, &texts, default_batch, true, REPEATS)?;
     report("embed.local", texts.len(), tokens, seconds);
     if let Some(out) = flag_value(&args, "--query-vector") {
@@ -139,7 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!("embed.sweep.texts {}", texts.len());
         for batch in [1, 4, 8, 16, 32, 64] {
-            let embedder = load(&model_dir, None, batch)?;
+            let embedder = load(&model_dir, None, batch, precision)?;
             let seconds = time(&embedder, texts, batch, true, 1)?;
             report(
                 &format!("embed.sweep.batch{batch}.one_call"),
@@ -158,7 +176,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         for threads in [1, 2] {
-            let embedder = load(&model_dir, Some(threads), default_batch)?;
+            let embedder = load(&model_dir, Some(threads), default_batch, precision)?;
             let seconds = time(&embedder, texts, default_batch, true, 1)?;
             report(
                 &format!("embed.sweep.threads{threads}"),

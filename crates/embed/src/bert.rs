@@ -6,13 +6,17 @@
 //! and attention per text, so padding would only cost time, and a text's
 //! vector cannot depend on its batch neighbours.
 
+use std::borrow::Cow;
+
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Slice};
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+use crate::attention::Wide;
 use crate::few_rows::Simd;
+use crate::int8::{Kernel, QuantizedMatrix};
 use crate::kernels;
 
 /// Token rows per task in the per-token phases. Every block repacks the
@@ -152,10 +156,16 @@ impl Norm {
 /// A dense layer `x · Wᵀ + b`. The weight keeps the checkpoint's
 /// `(outputs, inputs)` layout: the few-rows product reads each output's
 /// weights as one contiguous row, and the general product packs whatever
-/// layout it is given.
+/// layout it is given. In 8-bit mode it is quantised and packed once at load
+/// ([`int8`](crate::int8)) and the float copy is dropped.
 struct Dense {
-    weight: Array2<f32>,
+    weight: Weight,
     bias: Array1<f32>,
+}
+
+enum Weight {
+    Float(Array2<f32>),
+    Int8(QuantizedMatrix, Kernel),
 }
 
 impl Dense {
@@ -166,9 +176,25 @@ impl Dense {
         outputs: usize,
     ) -> Result<Self, String> {
         Ok(Self {
-            weight: tensors.matrix(&format!("{prefix}.weight"), outputs, inputs)?,
+            weight: Weight::Float(tensors.matrix(&format!("{prefix}.weight"), outputs, inputs)?),
             bias: tensors.vector(&format!("{prefix}.bias"), outputs)?,
         })
+    }
+
+    fn float(&self) -> &Array2<f32> {
+        match &self.weight {
+            Weight::Float(weight) => weight,
+            Weight::Int8(..) => unreachable!("layers are quantised after they are assembled"),
+        }
+    }
+
+    /// Replaces the float weight by its 8-bit form.
+    fn quantize(&mut self, kernel: Kernel) {
+        let weight = self.float();
+        let (outputs, inputs) = weight.dim();
+        // Row by row whatever the memory layout.
+        let values: Vec<f32> = weight.iter().copied().collect();
+        self.weight = Weight::Int8(QuantizedMatrix::quantize(&values, inputs, outputs), kernel);
     }
 
     /// `out ← input · Wᵀ + b`.
@@ -181,6 +207,10 @@ impl Dense {
     /// ([`few_rows`](crate::few_rows)); larger blocks go to the general
     /// product, which writes the bias first and accumulates onto it.
     fn forward(&self, input: &ArrayView2<f32>, mut out: ArrayViewMut2<f32>) {
+        let weight = match &self.weight {
+            Weight::Float(weight) => weight,
+            Weight::Int8(matrix, kernel) => return self.forward_int8(*kernel, matrix, input, out),
+        };
         let threads = rayon::current_num_threads();
         let rows = input.nrows();
         let few = (rows <= FEW_ROWS)
@@ -191,7 +221,7 @@ impl Dense {
             out.assign(&self.bias);
             general_mat_mul(
                 1.0,
-                &self.weight,
+                weight,
                 &input.t(),
                 1.0,
                 &mut out.view_mut().reversed_axes(),
@@ -207,7 +237,7 @@ impl Dense {
         parts.into_par_iter().for_each(|(i, mut part)| {
             let columns = Slice::from(i * width..i * width + part.ncols());
             let bias = self.bias.slice_axis(Axis(0), columns);
-            let weight = self.weight.slice_axis(Axis(0), columns);
+            let weight = weight.slice_axis(Axis(0), columns);
             match (few, weight.as_slice(), bias.as_slice()) {
                 (Some((simd, x)), Some(weight), Some(bias)) => {
                     simd.product(x, input.ncols(), weight, bias, &mut part);
@@ -224,6 +254,57 @@ impl Dense {
                 }
             }
         });
+    }
+
+    /// The same in 8 bits. Rows are quantised once for all threads; a block
+    /// of fewer than [`ROW_BLOCK`] rows shares its columns out as above,
+    /// each thread writing its own buffer, copied into place after.
+    fn forward_int8(
+        &self,
+        kernel: Kernel,
+        matrix: &QuantizedMatrix,
+        input: &ArrayView2<f32>,
+        mut out: ArrayViewMut2<f32>,
+    ) {
+        let rows = input.nrows();
+        let outputs = matrix.outputs();
+        let x = match input.as_slice() {
+            Some(x) => kernel.quantize_rows(x, input.ncols()),
+            None => kernel.quantize_rows(&input.iter().copied().collect::<Vec<_>>(), input.ncols()),
+        };
+        let bias = match self.bias.as_slice() {
+            Some(bias) => Cow::Borrowed(bias),
+            None => Cow::Owned(self.bias.to_vec()),
+        };
+        let threads = rayon::current_num_threads();
+        if (rows >= ROW_BLOCK || threads < 2)
+            && let Some(out) = out.as_slice_mut()
+        {
+            kernel.product(&x, matrix, 0..outputs, &bias, out);
+            return;
+        }
+        let width = outputs.div_ceil(threads).next_multiple_of(COLUMN_ALIGN);
+        let parts: Vec<Vec<f32>> = (0..outputs.div_ceil(width))
+            .into_par_iter()
+            .map(|i| {
+                let columns = i * width..((i + 1) * width).min(outputs);
+                let mut part = vec![0.0f32; rows * columns.len()];
+                kernel.product(&x, matrix, columns.clone(), &bias[columns], &mut part);
+                part
+            })
+            .collect();
+        for (i, part) in parts.iter().enumerate() {
+            let part_width = (part.len() / rows.max(1)).max(1);
+            for (mut target, values) in out
+                .rows_mut()
+                .into_iter()
+                .zip(part.chunks_exact(part_width))
+            {
+                for (o, &v) in target.iter_mut().skip(i * width).zip(values) {
+                    *o = v;
+                }
+            }
+        }
     }
 }
 
@@ -252,7 +333,13 @@ pub(crate) struct Bert {
 }
 
 impl Bert {
-    pub(crate) fn load(weights: &[u8], config: &Config) -> Result<Self, String> {
+    /// With `int8`, every dense layer of the encoder is quantised to 8 bits
+    /// for that kernel; embeddings, norms and attention stay in floats.
+    pub(crate) fn load(
+        weights: &[u8],
+        config: &Config,
+        int8: Option<Kernel>,
+    ) -> Result<Self, String> {
         let tensors = Tensors::new(weights)?;
         let hidden = config.hidden_size;
         let intermediate = config.intermediate_size;
@@ -303,19 +390,25 @@ impl Bert {
                 )
             });
             let [query, key, value] = parts;
-            let (mut query, key, value) = (query?, key?, value?);
+            let (query, key, value) = (query?, key?, value?);
             // Scaling the query projection once here replaces scaling every score.
-            query.weight *= scale;
-            query.bias *= scale;
+            let query_weight = query.float() * scale;
+            let query_bias = &query.bias * scale;
             let qkv = Dense {
-                weight: ndarray::concatenate(
-                    Axis(0),
-                    &[query.weight.view(), key.weight.view(), value.weight.view()],
-                )
-                .map_err(|e| format!("layer {i} query/key/value: {e}"))?,
+                weight: Weight::Float(
+                    ndarray::concatenate(
+                        Axis(0),
+                        &[
+                            query_weight.view(),
+                            key.float().view(),
+                            value.float().view(),
+                        ],
+                    )
+                    .map_err(|e| format!("layer {i} query/key/value: {e}"))?,
+                ),
                 bias: ndarray::concatenate(
                     Axis(0),
-                    &[query.bias.view(), key.bias.view(), value.bias.view()],
+                    &[query_bias.view(), key.bias.view(), value.bias.view()],
                 )
                 .map_err(|e| format!("layer {i} query/key/value: {e}"))?,
             };
@@ -341,6 +434,18 @@ impl Bert {
                 output: Dense::load(&tensors, &format!("{p}.output.dense"), intermediate, hidden)?,
                 output_norm: Norm::load(&tensors, &format!("{p}.output.LayerNorm"), hidden)?,
             });
+        }
+        if let Some(kernel) = int8 {
+            for layer in &mut layers {
+                for dense in [
+                    &mut layer.qkv,
+                    &mut layer.attention_out,
+                    &mut layer.intermediate,
+                    &mut layer.output,
+                ] {
+                    dense.quantize(kernel);
+                }
+            }
         }
         Ok(Self {
             word_embeddings,
@@ -450,7 +555,7 @@ impl Bert {
         let qkv = view(qkv, qkv.len() / (3 * h), 3 * h)?;
         // One task per (text, head), each owning its column block of the
         // text's context rows, so tasks never share output.
-        let mut tasks = Vec::with_capacity(spans.len() * self.heads);
+        let mut tasks: Vec<Task<'_>> = Vec::with_capacity(spans.len() * self.heads);
         let mut rest = context;
         for &(start, len) in spans {
             let (block, tail) = rest.split_at_mut(len * h);
@@ -465,7 +570,25 @@ impl Bert {
         // A lone query's heads are a few thousand multiply-adds each: done
         // in turn here they cost less than waking the pool, and plain loops
         // less than packing operands for a general product.
-        if spans.iter().map(|&(_, len)| len).sum::<usize>() <= SHORT_TEXT {
+        let short = spans.iter().map(|&(_, len)| len).sum::<usize>() <= SHORT_TEXT;
+        // Where the CPU has AVX-512, every head of every batch runs the same
+        // kernel, so that a text's attention is the same bits in any batch:
+        // 8-bit layers would otherwise turn a last-bit difference into a
+        // whole quantisation step.
+        if let Some(wide) = Wide::available(d) {
+            let head = |scratch: &mut Vec<f32>, (start, len, head, mut out): Task<'_>| {
+                let at = [head * d, h + head * d, 2 * h + head * d];
+                wide.head(qkv_rows, 3 * h, start, len, at, d, scratch, &mut out);
+            };
+            if short {
+                let mut scratch = Vec::new();
+                tasks.into_iter().for_each(|task| head(&mut scratch, task));
+            } else {
+                tasks.into_par_iter().for_each_init(Vec::new, head);
+            }
+            return Ok(());
+        }
+        if short {
             let mut scores = Vec::new();
             for (start, len, head, mut out) in tasks {
                 let row = |i: usize, offset: usize| {
@@ -547,6 +670,10 @@ impl Bert {
     }
 }
 
+/// One text's attention for one head: its first row, its length, the head,
+/// and the head's columns of the text's context rows.
+type Task<'a> = (usize, usize, usize, ArrayViewMut2<'a, f32>);
+
 fn view(data: &[f32], rows: usize, cols: usize) -> Result<ArrayView2<'_, f32>, String> {
     ArrayView2::from_shape((rows, cols), data)
         .map_err(|e| format!("activation block of {rows}×{cols}: {e}"))
@@ -591,15 +718,13 @@ mod tests {
     #[test]
     fn a_dense_layer_gives_the_plain_sums_at_every_size() {
         let (inputs, outputs) = (48, 70);
-        let mut state = 11u32;
-        let mut value = || {
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        };
+        let mut value = crate::test_values(11);
         let weight: Vec<f32> = (0..outputs * inputs).map(|_| value()).collect();
         let bias: Vec<f32> = (0..outputs).map(|_| value()).collect();
         let dense = Dense {
-            weight: Array2::from_shape_vec((outputs, inputs), weight.clone()).unwrap(),
+            weight: Weight::Float(
+                Array2::from_shape_vec((outputs, inputs), weight.clone()).unwrap(),
+            ),
             bias: Array1::from_vec(bias.clone()),
         };
         let pool = rayon::ThreadPoolBuilder::new()
@@ -628,6 +753,44 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// In 8 bits, every size and every split of the columns over threads
+    /// gives the same bits as one product of the whole block, on the
+    /// fastest kernel the CPU has.
+    #[test]
+    fn an_8_bit_dense_layer_gives_the_same_bits_at_every_size() {
+        let (inputs, outputs) = (48, 70);
+        let mut value = crate::test_values(7);
+        let weight: Vec<f32> = (0..outputs * inputs).map(|_| value()).collect();
+        let bias: Vec<f32> = (0..outputs).map(|_| value()).collect();
+        let kernel = Kernel::detect();
+        let mut dense = Dense {
+            weight: Weight::Float(Array2::from_shape_vec((outputs, inputs), weight).unwrap()),
+            bias: Array1::from_vec(bias.clone()),
+        };
+        dense.quantize(kernel);
+        let Weight::Int8(matrix, _) = &dense.weight else {
+            unreachable!("just quantised")
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for rows in [1, 13, FEW_ROWS + 1, ROW_BLOCK, ROW_BLOCK + 3] {
+            let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
+            let mut out = vec![f32::NAN; rows * outputs];
+            pool.install(|| {
+                dense.forward(
+                    &view(&x, rows, inputs).unwrap(),
+                    view_mut(&mut out, rows, outputs).unwrap(),
+                )
+            });
+            let mut whole = vec![0.0; rows * outputs];
+            let q = Kernel::Portable.quantize_rows(&x, inputs);
+            Kernel::Portable.product(&q, matrix, 0..outputs, &bias, &mut whole);
+            assert_eq!(out, whole, "{rows} rows");
         }
     }
 }

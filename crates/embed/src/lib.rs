@@ -5,9 +5,11 @@
 //! Every vector that leaves this crate is L2-normalised, so cosine similarity
 //! is a plain dot product and pgvector's inner-product operators can be used.
 
+mod attention;
 mod bert;
 mod error;
 mod few_rows;
+mod int8;
 mod kernels;
 mod local;
 mod remote;
@@ -23,6 +25,17 @@ pub use local::LocalEmbedder;
 pub use remote::RemoteEmbedder;
 pub use rerank::{RerankApi, RerankConfig, RerankError, RerankScore, Reranker};
 pub use vector::{cosine, normalise};
+
+/// Deterministic values in [-1, 1) for the engine's unit tests (a linear
+/// congruential sequence from `seed`).
+#[cfg(test)]
+pub(crate) fn test_values(seed: u32) -> impl FnMut() -> f32 {
+    let mut state = seed;
+    move || {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (state >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+    }
+}
 
 /// Dimension of the vectors produced by the default local model, all-MiniLM-L6-v2.
 pub const DIMENSION: usize = 384;
@@ -40,6 +53,19 @@ pub const DEFAULT_LOCAL_BATCH_SIZE: usize = 16;
 /// Texts per request to a remote endpoint; OpenAI accepts up to 2048.
 pub const DEFAULT_REMOTE_BATCH_SIZE: usize = 128;
 
+/// The arithmetic of the local model's dense layers (docs/embeddings.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 8-bit integers where the CPU has AVX-512 VNNI, 32-bit floats elsewhere.
+    #[default]
+    Auto,
+    /// 32-bit floats throughout.
+    Float32,
+    /// 8-bit weights and activations on every CPU; without AVX-512 VNNI a
+    /// portable kernel gives the same vectors more slowly than `Float32`.
+    Int8,
+}
+
 /// Which embedding engine to use and how.
 #[derive(Debug, Clone)]
 pub struct EmbedConfig {
@@ -55,6 +81,7 @@ impl EmbedConfig {
                 threads: None,
                 batch_size: DEFAULT_LOCAL_BATCH_SIZE,
                 max_tokens: DEFAULT_MAX_TOKENS,
+                precision: Precision::default(),
             },
         }
     }
@@ -90,6 +117,7 @@ pub enum Provider {
         threads: Option<usize>,
         batch_size: usize,
         max_tokens: usize,
+        precision: Precision,
     },
     /// `POST {base_url}/embeddings` in OpenAI's wire format.
     OpenAi {
@@ -111,12 +139,14 @@ impl fmt::Debug for Provider {
                 threads,
                 batch_size,
                 max_tokens,
+                precision,
             } => f
                 .debug_struct("Local")
                 .field("model_dir", model_dir)
                 .field("threads", threads)
                 .field("batch_size", batch_size)
                 .field("max_tokens", max_tokens)
+                .field("precision", precision)
                 .finish(),
             Self::OpenAi {
                 base_url,
@@ -154,9 +184,9 @@ impl Embedder {
                 threads,
                 batch_size,
                 max_tokens,
-            } => {
-                LocalEmbedder::load(model_dir, *threads, *batch_size, *max_tokens).map(Self::Local)
-            }
+                precision,
+            } => LocalEmbedder::load(model_dir, *threads, *batch_size, *max_tokens, *precision)
+                .map(Self::Local),
             Provider::OpenAi {
                 base_url,
                 api_key,

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+use crate::Precision;
 use crate::bert::{Bert, Config};
 use crate::error::EmbedError;
+use crate::int8::Kernel;
 
 const CONFIG_FILE: &str = "config.json";
 const WEIGHTS_FILE: &str = "model.safetensors";
@@ -30,6 +32,7 @@ struct Inner {
     max_tokens: usize,
     dimension: usize,
     model_id: String,
+    arithmetic: &'static str,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -39,6 +42,7 @@ impl std::fmt::Debug for LocalEmbedder {
             .field("dimension", &self.inner.dimension)
             .field("batch_size", &self.inner.batch_size)
             .field("max_tokens", &self.inner.max_tokens)
+            .field("arithmetic", &self.inner.arithmetic)
             .finish_non_exhaustive()
     }
 }
@@ -52,6 +56,7 @@ impl LocalEmbedder {
         threads: Option<usize>,
         batch_size: usize,
         max_tokens: usize,
+        precision: Precision,
     ) -> Result<Self, EmbedError> {
         if batch_size == 0 {
             return Err(EmbedError::InvalidConfig(
@@ -89,10 +94,26 @@ impl LocalEmbedder {
             path: weights_path.clone(),
             reason: e.to_string(),
         })?;
-        let model = Bert::load(&weights, &config).map_err(|reason| EmbedError::ModelFile {
-            path: weights_path.clone(),
-            reason,
-        })?;
+        let kernel = Kernel::detect();
+        let int8 = match precision {
+            Precision::Auto => kernel.is_fast().then_some(kernel),
+            Precision::Float32 => None,
+            Precision::Int8 => {
+                if !kernel.is_fast() {
+                    tracing::warn!(
+                        "8-bit embedding asked for on a CPU without AVX-512 VNNI: the portable \
+                         kernel is slower than float32 here"
+                    );
+                }
+                Some(kernel)
+            }
+        };
+        let arithmetic = int8.map_or("float32", Kernel::name);
+        let model =
+            Bert::load(&weights, &config, int8).map_err(|reason| EmbedError::ModelFile {
+                path: weights_path.clone(),
+                reason,
+            })?;
 
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::ModelFile {
@@ -144,6 +165,7 @@ impl LocalEmbedder {
                 max_tokens,
                 dimension: config.hidden_size,
                 model_id,
+                arithmetic,
             }),
         })
     }
@@ -186,6 +208,12 @@ impl LocalEmbedder {
 
     pub fn max_tokens(&self) -> usize {
         self.inner.max_tokens
+    }
+
+    /// The dense layers' arithmetic: `float32`, `int8 (AVX-512 VNNI)` or
+    /// `int8 (portable)`.
+    pub fn arithmetic(&self) -> &'static str {
+        self.inner.arithmetic
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use data_plane_embed::{EmbedConfig, Embedder};
+use data_plane_embed::{EmbedConfig, Embedder, Precision, Provider};
 use data_plane_registry::{NoCallbacks, Registry, ToolContext};
 use data_plane_store::testing;
 use serde_json::Value;
@@ -104,10 +104,21 @@ impl BenchDatabase {
     }
 }
 
-/// The local embedding model `make setup` installs, or an error saying so.
+/// The local embedding model `make setup` installs, or an error saying so,
+/// in the arithmetic `DATA_PLANE_EMBEDDING_PRECISION` names as the server
+/// reads it (`auto`, `float32` or `int8`; default `auto`).
 pub fn local_embedder() -> anyhow::Result<Arc<Embedder>> {
     let model_dir = data_plane_testkit::model_dir();
-    let embedder = Embedder::from_config(&EmbedConfig::local(&model_dir)).with_context(|| {
+    let mut config = EmbedConfig::local(&model_dir);
+    if let Provider::Local { precision, .. } = &mut config.provider {
+        *precision = match std::env::var("DATA_PLANE_EMBEDDING_PRECISION").as_deref() {
+            Err(_) | Ok("auto") => Precision::Auto,
+            Ok("float32") => Precision::Float32,
+            Ok("int8") => Precision::Int8,
+            Ok(other) => bail!("DATA_PLANE_EMBEDDING_PRECISION={other}: auto, float32 or int8"),
+        };
+    }
+    let embedder = Embedder::from_config(&config).with_context(|| {
         format!(
             "the local model is needed in {} (run `make setup`)",
             model_dir.display()

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use data_plane_embed::{EmbedConfig, Provider};
+use data_plane_embed::{EmbedConfig, Precision, Provider};
 
 use super::GlobalArgs;
 
@@ -21,6 +21,12 @@ pub struct EmbeddingArgs {
     /// Threads the local model may use [default: all cores].
     #[arg(long, env = "DATA_PLANE_EMBEDDING_THREADS", global = true)]
     pub embedding_threads: Option<usize>,
+
+    /// Arithmetic of the local model's dense layers: `auto` (8-bit integers
+    /// where the CPU has AVX-512 VNNI, float32 elsewhere), `float32` or
+    /// `int8` (on any CPU; slower than float32 without VNNI).
+    #[arg(long, env = "DATA_PLANE_EMBEDDING_PRECISION", global = true, value_enum, default_value_t = EmbeddingPrecision::Auto)]
+    pub embedding_precision: EmbeddingPrecision,
 
     /// Base URL of the OpenAI-compatible embeddings endpoint (provider openai).
     #[arg(
@@ -65,6 +71,23 @@ pub enum EmbeddingProvider {
     Openai,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EmbeddingPrecision {
+    Auto,
+    Float32,
+    Int8,
+}
+
+impl From<EmbeddingPrecision> for Precision {
+    fn from(precision: EmbeddingPrecision) -> Self {
+        match precision {
+            EmbeddingPrecision::Auto => Self::Auto,
+            EmbeddingPrecision::Float32 => Self::Float32,
+            EmbeddingPrecision::Int8 => Self::Int8,
+        }
+    }
+}
+
 impl GlobalArgs {
     pub fn embed_config(&self) -> EmbedConfig {
         let e = &self.embedding;
@@ -75,8 +98,12 @@ impl GlobalArgs {
                     .clone()
                     .unwrap_or_else(|| self.data_dir.join("model").join("all-MiniLM-L6-v2"));
                 let mut config = EmbedConfig::local(dir);
-                if let Provider::Local { threads, .. } = &mut config.provider {
+                if let Provider::Local {
+                    threads, precision, ..
+                } = &mut config.provider
+                {
                     *threads = e.embedding_threads;
+                    *precision = e.embedding_precision.into();
                 }
                 config
             }

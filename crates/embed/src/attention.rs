@@ -1,0 +1,342 @@
+//! One text's attention for one head, on AVX-512 where the CPU has it
+//! (checked once, through `archmage`), without the operand packing a
+//! general matrix product does on every call.
+//!
+//! A head is small (`len × d` with `d` = 32 for MiniLM): the general
+//! product copied Q, Kᵀ, the scores and V into panels for each of the
+//! twelve heads of every text in every layer, which was a quarter of
+//! attention's time. Here:
+//!
+//! - **Scores** `Q·Kᵀ`: K is transposed once into a `d × len` scratch
+//!   (padded with zeros to whole 16-lane vectors), so each score row is a
+//!   sum over `k` of `q[i][k]` times a contiguous row of Kᵀ: a tile of four
+//!   query rows by four vectors of keys keeps sixteen sums in registers.
+//! - **Softmax** per row over the `len` real scores (the padding is skipped).
+//! - **Context** `P·V`: each output row is a sum over keys of `p[i][j]`
+//!   times V's row `j`, read straight out of the packed QKV buffer.
+//!
+//! The scale 1/√d is already folded into the query weights.
+
+use archmage::prelude::*;
+use ndarray::ArrayViewMut2;
+
+use crate::kernels;
+
+const LANES: usize = 16;
+/// Query rows and 16-lane vectors per tile: sixteen sums, four vectors of
+/// the other operand and one broadcast fit the 32 AVX-512 registers.
+const ROWS: usize = 4;
+const VECTORS: usize = 4;
+
+/// Proof that the CPU has AVX-512; only heads of a multiple of 16 values
+/// take this path.
+#[derive(Clone, Copy)]
+pub(crate) struct Wide(X64V4Token);
+
+impl Wide {
+    pub(crate) fn available(head_size: usize) -> Option<Self> {
+        if head_size == 0 || !head_size.is_multiple_of(LANES) {
+            return None;
+        }
+        X64V4Token::summon().map(Self)
+    }
+
+    /// The context of one text and head: rows `first..first + len` of the
+    /// QKV buffer (`stride` values a row), the head's query, key and value
+    /// at `query`, `key` and `value` within a row, `d` values each; written
+    /// into `out` (`len × d`). `scratch` is reused between calls.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn head(
+        self,
+        qkv: &[f32],
+        stride: usize,
+        first: usize,
+        len: usize,
+        [query, key, value]: [usize; 3],
+        d: usize,
+        scratch: &mut Vec<f32>,
+        out: &mut ArrayViewMut2<f32>,
+    ) {
+        assert_eq!(out.dim(), (len, d));
+        assert!(query + d <= stride && key + d <= stride && value + d <= stride);
+        assert!((first + len) * stride <= qkv.len());
+        let padded = len.next_multiple_of(LANES);
+        // Every score is written before it is read, and Kᵀ's padding is
+        // zeroed below, so the scratch is only grown, never cleared.
+        let need = (d + len) * padded;
+        if scratch.len() < need {
+            scratch.resize(need, 0.0);
+        }
+        let (transposed, scores) = scratch[..need].split_at_mut(d * padded);
+        for (k, keys) in transposed.chunks_exact_mut(padded).enumerate() {
+            for (j, slot) in keys[..len].iter_mut().enumerate() {
+                *slot = qkv[(first + j) * stride + key + k];
+            }
+            keys[len..].fill(0.0);
+        }
+        let text = Text {
+            qkv,
+            stride,
+            first,
+            len,
+            padded,
+            d,
+        };
+        scores_wide(
+            self.0,
+            &text,
+            query,
+            transposed.as_chunks().0,
+            scores.as_chunks_mut().0,
+        );
+        for row in scores.chunks_exact_mut(padded) {
+            kernels::softmax_in_place(&mut row[..len]);
+        }
+        context_wide(self.0, &text, value, scores, out);
+    }
+}
+
+/// Where one text's rows lie in the QKV buffer, and the head's shapes.
+struct Text<'a> {
+    qkv: &'a [f32],
+    stride: usize,
+    first: usize,
+    len: usize,
+    /// `len` rounded up to whole vectors: the row length of the scratches.
+    padded: usize,
+    d: usize,
+}
+
+impl Text<'_> {
+    /// `d` values of row `i` starting at `at` within the row.
+    #[inline(always)]
+    fn part(&self, i: usize, at: usize) -> &[f32] {
+        &self.qkv[(self.first + i) * self.stride + at..][..self.d]
+    }
+}
+
+/// Expands to a `match` over the tile heights and widths, each a call of
+/// `$tile::<R, V>`, a short tail one vector at a time.
+macro_rules! tiles {
+    ($tile:ident, $height:expr, $width:expr, ($($arg:expr),*)) => {
+        match ($height, $width) {
+            (4, VECTORS) => $tile::<4, VECTORS>($($arg),*),
+            (3, VECTORS) => $tile::<3, VECTORS>($($arg),*),
+            (2, VECTORS) => $tile::<2, VECTORS>($($arg),*),
+            (1, VECTORS) => $tile::<1, VECTORS>($($arg),*),
+            (4, _) => $tile::<4, 1>($($arg),*),
+            (3, _) => $tile::<3, 1>($($arg),*),
+            (2, _) => $tile::<2, 1>($($arg),*),
+            (1, _) => $tile::<1, 1>($($arg),*),
+            _ => unreachable!("at most {ROWS} rows"),
+        }
+    };
+}
+
+#[arcane]
+fn scores_wide(
+    _token: X64V4Token,
+    text: &Text,
+    query: usize,
+    transposed: &[[f32; LANES]],
+    scores: &mut [[f32; LANES]],
+) {
+    let vectors = text.padded / LANES;
+    for row in (0..text.len).step_by(ROWS) {
+        let height = (text.len - row).min(ROWS);
+        let mut vector = 0;
+        while vector < vectors {
+            let width = if vectors - vector >= VECTORS {
+                VECTORS
+            } else {
+                1
+            };
+            tiles!(
+                score_tile,
+                height,
+                width,
+                (text, query, transposed, scores, row, vector)
+            );
+            vector += width;
+        }
+    }
+}
+
+/// Scores of `R` query rows from `row` against the keys of `V` vectors from
+/// `vector`.
+#[rite(v4, import_intrinsics)]
+fn score_tile<const R: usize, const V: usize>(
+    text: &Text,
+    query: usize,
+    transposed: &[[f32; LANES]],
+    scores: &mut [[f32; LANES]],
+    row: usize,
+    vector: usize,
+) {
+    let mut queries: [&[f32]; R] = [&[]; R];
+    for (r, q) in queries.iter_mut().enumerate() {
+        *q = text.part(row + r, query);
+    }
+    let mut sums = [[_mm512_setzero_ps(); V]; R];
+    let vectors = text.padded / LANES;
+    for k in 0..text.d {
+        let mut keys = [_mm512_setzero_ps(); V];
+        for (v, keys) in keys.iter_mut().enumerate() {
+            *keys = _mm512_loadu_ps(&transposed[k * vectors + vector + v]);
+        }
+        for r in 0..R {
+            let q = _mm512_set1_ps(queries[r][k]);
+            for v in 0..V {
+                sums[r][v] = _mm512_fmadd_ps(q, keys[v], sums[r][v]);
+            }
+        }
+    }
+    for (r, sums) in sums.iter().enumerate() {
+        for (v, &sum) in sums.iter().enumerate() {
+            _mm512_storeu_ps(&mut scores[(row + r) * vectors + vector + v], sum);
+        }
+    }
+}
+
+/// Rows per tile of the context: with a head of two vectors (MiniLM's 32
+/// values), eight rows give sixteen independent sums, enough to keep both
+/// FMA pipes busy through their latency.
+const CONTEXT_ROWS: usize = 8;
+
+#[arcane]
+fn context_wide(
+    _token: X64V4Token,
+    text: &Text,
+    value: usize,
+    scores: &[f32],
+    out: &mut ArrayViewMut2<f32>,
+) {
+    let vectors = text.d / LANES;
+    for row in (0..text.len).step_by(CONTEXT_ROWS) {
+        let height = (text.len - row).min(CONTEXT_ROWS);
+        let mut vector = 0;
+        while vector < vectors {
+            let width = if vectors - vector >= 2 { 2 } else { 1 };
+            let args = (text, value, scores, &mut *out, row, vector);
+            macro_rules! heights {
+                ($($h:literal)*) => {
+                    match (height, width) {
+                        $(($h, 2) => context_tile::<$h, 2>(args.0, args.1, args.2, args.3, args.4, args.5),)*
+                        $(($h, _) => context_tile::<$h, 1>(args.0, args.1, args.2, args.3, args.4, args.5),)*
+                        _ => unreachable!("at most {CONTEXT_ROWS} rows"),
+                    }
+                };
+            }
+            heights!(1 2 3 4 5 6 7 8);
+            vector += width;
+        }
+    }
+}
+
+/// Context of `R` rows from `row`, `V` vectors of values from `vector`.
+#[allow(clippy::needless_range_loop)] // `j` indexes every row's weights
+#[rite(v4, import_intrinsics)]
+fn context_tile<const R: usize, const V: usize>(
+    text: &Text,
+    value: usize,
+    scores: &[f32],
+    out: &mut ArrayViewMut2<f32>,
+    row: usize,
+    vector: usize,
+) {
+    let mut weights: [&[f32]; R] = [&[]; R];
+    for (r, w) in weights.iter_mut().enumerate() {
+        *w = &scores[(row + r) * text.padded..][..text.len];
+    }
+    let mut sums = [[_mm512_setzero_ps(); V]; R];
+    for j in 0..text.len {
+        let values = text.part(j, value).as_chunks::<LANES>().0;
+        let mut v_lanes = [_mm512_setzero_ps(); V];
+        for (v, lanes) in v_lanes.iter_mut().enumerate() {
+            *lanes = _mm512_loadu_ps(&values[vector + v]);
+        }
+        for r in 0..R {
+            let p = _mm512_set1_ps(weights[r][j]);
+            for v in 0..V {
+                sums[r][v] = _mm512_fmadd_ps(p, v_lanes[v], sums[r][v]);
+            }
+        }
+    }
+    for (r, sums) in sums.iter().enumerate() {
+        let mut target = out.row_mut(row + r);
+        for (v, &sum) in sums.iter().enumerate() {
+            let first = (vector + v) * LANES;
+            // A head's columns of a row are contiguous in the context
+            // buffer; element by element in case a view ever is not.
+            match target.as_slice_mut() {
+                Some(target) => _mm512_storeu_ps(&mut target.as_chunks_mut().0[vector + v], sum),
+                None => {
+                    let mut lanes = [0.0f32; LANES];
+                    _mm512_storeu_ps(&mut lanes, sum);
+                    for (l, &value) in lanes.iter().enumerate() {
+                        target[first + l] = value;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::Array2;
+
+    use super::*;
+
+    /// Every length around the tile and vector edges against plain f64
+    /// attention.
+    #[test]
+    fn a_head_gives_plain_attention_at_every_length() {
+        let Some(wide) = Wide::available(32) else {
+            eprintln!("no AVX-512 on this CPU: the general product runs instead");
+            return;
+        };
+        let (d, heads) = (32, 2);
+        let stride = 3 * d * heads;
+        let mut value = crate::test_values(5);
+        let mut scratch = Vec::new();
+        for len in [1, 2, 5, 15, 16, 17, 63, 64, 65, 130] {
+            let first = 3;
+            let qkv: Vec<f32> = (0..(first + len) * stride).map(|_| value() * 2.0).collect();
+            let head = 1;
+            let at = [head * d, heads * d + head * d, 2 * heads * d + head * d];
+            let mut out = Array2::<f32>::from_elem((len, d), f32::NAN);
+            wide.head(
+                &qkv,
+                stride,
+                first,
+                len,
+                at,
+                d,
+                &mut scratch,
+                &mut out.view_mut(),
+            );
+            let part = |i: usize, offset: usize, k: usize| {
+                f64::from(qkv[(first + i) * stride + offset + k])
+            };
+            for i in 0..len {
+                let scores: Vec<f64> = (0..len)
+                    .map(|j| (0..d).map(|k| part(i, at[0], k) * part(j, at[1], k)).sum())
+                    .collect();
+                let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                for k in 0..d {
+                    let want: f64 = (0..len)
+                        .map(|j| weights[j] / total * part(j, at[2], k))
+                        .sum();
+                    let got = f64::from(out[[i, k]]);
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "length {len}, row {i}, column {k}: {got} against {want}"
+                    );
+                }
+            }
+        }
+    }
+}
