@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use data_plane_embed::Embedder;
+use data_plane_embed::{EmbedError, Embedder};
 use data_plane_store::content::{self, NewChunk, NewDocument, NewTable, WriteOutcome};
 use data_plane_store::{Db, Scope};
 use sha2::{Digest, Sha256};
@@ -131,6 +131,10 @@ impl Pipeline {
     ) -> Result<(), IngestError> {
         let mut group: Vec<Prepared> = Vec::new();
         let mut chunks = 0;
+        // The group the model is embedding while the next one is prepared
+        // and the one before it written: once the model is fast, reading,
+        // extracting and each file's commit would otherwise wait their turn.
+        let mut embedding: Option<Embedding> = None;
         let mut files = files.into_iter().peekable();
         while let Some((path, bytes)) = files.next() {
             let prepared = match bytes {
@@ -147,15 +151,31 @@ impl Pipeline {
                 }
                 Err(e) if e.is_per_file() => done(&path, Err(e)),
                 Err(e) => {
+                    if let Some(previous) = embedding.take() {
+                        self.write_group(scope, previous.wait().await?, &mut done)
+                            .await?;
+                    }
                     self.embed_and_write(scope, group, &mut done).await?;
                     return Err(e);
                 }
             }
             if chunks >= EMBED_TOGETHER || files.peek().is_none() {
-                self.embed_and_write(scope, std::mem::take(&mut group), &mut done)
-                    .await?;
+                // The previous group's vectors before the next request, so
+                // that a failing model stops the ingest there.
+                let previous = match embedding.take() {
+                    Some(previous) => Some(previous.wait().await?),
+                    None => None,
+                };
+                embedding = Some(self.start_embedding(std::mem::take(&mut group)));
+                if let Some(previous) = previous {
+                    self.write_group(scope, previous, &mut done).await?;
+                }
                 chunks = 0;
             }
+        }
+        if let Some(last) = embedding {
+            self.write_group(scope, last.wait().await?, &mut done)
+                .await?;
         }
         Ok(())
     }
@@ -266,28 +286,55 @@ impl Pipeline {
         })
     }
 
-    /// Embeds the chunks of every file in `group` in one call, then writes
-    /// each file in its own transaction, in order, giving each outcome to
-    /// `done`. Stops at the first error that is not a file's own (the
-    /// embedding, or a write the database failed) and returns it: the
-    /// files after it are neither written nor reported.
+    /// Embeds the chunks of `group` in one call, then writes its files in
+    /// order, each in its own transaction.
     async fn embed_and_write(
         &self,
         scope: Scope,
-        mut group: Vec<Prepared>,
+        group: Vec<Prepared>,
         done: &mut impl FnMut(&str, Result<FileReport, IngestError>),
     ) -> Result<(), IngestError> {
+        let embedded = self.start_embedding(group).wait().await?;
+        self.write_group(scope, embedded, done).await
+    }
+
+    /// Starts embedding the chunks of `group` in a task of its own.
+    fn start_embedding(&self, mut group: Vec<Prepared>) -> Embedding {
         let inputs: Vec<String> = group
             .iter_mut()
             .flat_map(|p| std::mem::take(&mut p.inputs))
             .collect();
-        let started = Instant::now();
-        let vectors = if inputs.is_empty() {
-            Vec::new()
-        } else {
-            self.embedder.embed(&inputs).await?
-        };
-        let embed_time = started.elapsed();
+        let chunks = inputs.len();
+        let embedder = Arc::clone(&self.embedder);
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let vectors = if inputs.is_empty() {
+                Ok(Vec::new())
+            } else {
+                embedder.embed(&inputs).await
+            };
+            (vectors, started.elapsed())
+        });
+        Embedding {
+            group,
+            chunks,
+            task: AbortOnDrop(task),
+        }
+    }
+
+    /// Writes the files of an embedded group in order, each with its vectors.
+    async fn write_group(
+        &self,
+        scope: Scope,
+        embedded: Embedded,
+        done: &mut impl FnMut(&str, Result<FileReport, IngestError>),
+    ) -> Result<(), IngestError> {
+        let Embedded {
+            group,
+            chunks,
+            vectors,
+            embed_time,
+        } = embedded;
         let mut vectors = vectors.into_iter();
         for prepared in group {
             let n = match &prepared.step {
@@ -296,7 +343,7 @@ impl Pipeline {
             };
             let mine: Vec<Vec<f32>> = vectors.by_ref().take(n).collect();
             // Each file is charged its share of the call, by its chunks.
-            let share = embed_time.mul_f64(n as f64 / inputs.len().max(1) as f64);
+            let share = embed_time.mul_f64(n as f64 / chunks.max(1) as f64);
             let path = prepared.path.clone();
             match self.write(scope, prepared, mine, share).await {
                 Err(e) if !e.is_per_file() => return Err(e),
@@ -378,6 +425,46 @@ impl Pipeline {
 pub const EMBED_TOGETHER: usize = 64;
 
 /// One file between its steps.
+/// A group whose chunks are being embedded.
+struct Embedding {
+    group: Vec<Prepared>,
+    chunks: usize,
+    task: AbortOnDrop<(Result<Vectors, EmbedError>, Duration)>,
+}
+
+type Vectors = Vec<Vec<f32>>;
+
+/// A group and its vectors, in the order of its files' chunks.
+struct Embedded {
+    group: Vec<Prepared>,
+    chunks: usize,
+    vectors: Vec<Vec<f32>>,
+    embed_time: Duration,
+}
+
+impl Embedding {
+    async fn wait(mut self) -> Result<Embedded, IngestError> {
+        let (vectors, embed_time) = (&mut self.task.0)
+            .await
+            .map_err(|e| IngestError::Internal(format!("embedding task failed: {e}")))?;
+        Ok(Embedded {
+            group: std::mem::take(&mut self.group),
+            chunks: self.chunks,
+            vectors: vectors?,
+            embed_time,
+        })
+    }
+}
+
+/// A task that is cancelled when an ingest stops before waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct Prepared {
     path: String,
     /// What to embed, one text per chunk of the document.
