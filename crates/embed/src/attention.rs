@@ -15,8 +15,12 @@
 //! - **Context** `P·V`: each output row is a sum over keys of `p[i][j]`
 //!   times V's row `j`, read straight out of the packed QKV buffer.
 //!
-//! The scale 1/√d is already folded into the query weights.
+//! The scale 1/√d is already folded into the query weights. Off x86-64
+//! there is no such kernel and `available` says so.
 
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+#[cfg(target_arch = "x86_64")]
 use archmage::prelude::*;
 use ndarray::ArrayViewMut2;
 
@@ -31,14 +35,23 @@ const VECTORS: usize = 4;
 /// Proof that the CPU has AVX-512; only heads of a multiple of 16 values
 /// take this path.
 #[derive(Clone, Copy)]
-pub(crate) struct Wide(X64V4Token);
+pub(crate) struct Wide {
+    #[cfg(target_arch = "x86_64")]
+    token: X64V4Token,
+}
 
 impl Wide {
+    #[cfg(target_arch = "x86_64")]
     pub(crate) fn available(head_size: usize) -> Option<Self> {
         if head_size == 0 || !head_size.is_multiple_of(LANES) {
             return None;
         }
-        X64V4Token::summon().map(Self)
+        X64V4Token::summon().map(|token| Self { token })
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(crate) fn available(_head_size: usize) -> Option<Self> {
+        None
     }
 
     /// The context of one text and head: rows `first..first + len` of the
@@ -60,6 +73,9 @@ impl Wide {
         assert_eq!(out.dim(), (len, d));
         assert!(query + d <= stride && key + d <= stride && value + d <= stride);
         assert!((first + len) * stride <= qkv.len());
+        if len == 0 {
+            return;
+        }
         let padded = len.next_multiple_of(LANES);
         // Every score is written before it is read, and Kᵀ's padding is
         // zeroed below, so the scratch is only grown, never cleared.
@@ -82,8 +98,9 @@ impl Wide {
             padded,
             d,
         };
+        #[cfg(target_arch = "x86_64")]
         scores_wide(
-            self.0,
+            self.token,
             &text,
             query,
             transposed.as_chunks().0,
@@ -92,7 +109,8 @@ impl Wide {
         for row in scores.chunks_exact_mut(padded) {
             kernels::softmax_in_place(&mut row[..len]);
         }
-        context_wide(self.0, &text, value, scores, out);
+        #[cfg(target_arch = "x86_64")]
+        context_wide(self.token, &text, value, scores, out);
     }
 }
 
@@ -117,6 +135,7 @@ impl Text<'_> {
 
 /// Expands to a `match` over the tile heights and widths, each a call of
 /// `$tile::<R, V>`, a short tail one vector at a time.
+#[cfg(target_arch = "x86_64")]
 macro_rules! tiles {
     ($tile:ident, $height:expr, $width:expr, ($($arg:expr),*)) => {
         match ($height, $width) {
@@ -133,6 +152,7 @@ macro_rules! tiles {
     };
 }
 
+#[cfg(target_arch = "x86_64")]
 #[arcane]
 fn scores_wide(
     _token: X64V4Token,
@@ -164,6 +184,7 @@ fn scores_wide(
 
 /// Scores of `R` query rows from `row` against the keys of `V` vectors from
 /// `vector`.
+#[cfg(target_arch = "x86_64")]
 #[rite(v4, import_intrinsics)]
 fn score_tile<const R: usize, const V: usize>(
     text: &Text,
@@ -203,6 +224,7 @@ fn score_tile<const R: usize, const V: usize>(
 /// FMA pipes busy through their latency.
 const CONTEXT_ROWS: usize = 8;
 
+#[cfg(target_arch = "x86_64")]
 #[arcane]
 fn context_wide(
     _token: X64V4Token,
@@ -235,6 +257,7 @@ fn context_wide(
 
 /// Context of `R` rows from `row`, `V` vectors of values from `vector`.
 #[allow(clippy::needless_range_loop)] // `j` indexes every row's weights
+#[cfg(target_arch = "x86_64")]
 #[rite(v4, import_intrinsics)]
 fn context_tile<const R: usize, const V: usize>(
     text: &Text,

@@ -17,6 +17,8 @@
 //! (x86-64 with AVX-512 VNNI, checked once at run time; `archmage` supplies
 //! the safe call into code compiled for those features) and a portable one
 //! in plain Rust for every other CPU, slower than the float path there.
+//! (Only the dense layers are the same bits: attention off AVX-512 runs
+//! other code, so whole vectors there differ in their last bits.)
 
 use std::ops::Range;
 
@@ -186,13 +188,19 @@ fn quantize_rows_with(
     let mut zeros = Vec::with_capacity(rows);
     for (row, out) in x.chunks_exact(inputs).zip(values.chunks_exact_mut(padded)) {
         let (low, high) = range(row);
-        let scale = if high > low {
-            (high - low) / 255.0
+        let step = (high - low) / 255.0;
+        let (scale, inverse, zero) = if !finite(row) {
+            // A NaN or an infinity makes the row's results NaN, as in
+            // float32, rather than a vector that looks fine.
+            (f32::NAN, 0.0, 0)
+        } else if step >= f32::MIN_POSITIVE {
+            let inverse = 1.0 / step;
+            let zero = (-low * inverse).round_ties_even().clamp(0.0, 255.0) as i32;
+            (step, inverse, zero)
         } else {
-            1.0
+            // All zeros, or a range too small for its inverse to be finite.
+            (1.0, 1.0, 0)
         };
-        let inverse = 1.0 / scale;
-        let zero = (-low * inverse).round_ties_even().clamp(0.0, 255.0) as i32;
         let (head, padding) = out.split_at_mut(inputs);
         quantize(row, inverse, zero, head);
         // Padding takes the zero point, so it adds nothing once corrected.
@@ -232,11 +240,25 @@ fn range(row: &[f32]) -> (f32, f32) {
     fold((l, h), tail)
 }
 
-/// One value quantised: rounded to the nearest step (ties to even, as the
-/// CPU's conversion does), shifted by the zero point, held to a byte.
+/// Whether every value of a row is a number (a reduction the compiler
+/// vectorises, unlike `all`, which stops early).
+#[inline(always)]
+fn finite(row: &[f32]) -> bool {
+    row.iter().fold(true, |ok, v| ok & v.is_finite())
+}
+
+/// One value quantised as AVX-512's conversion does it: rounded to the
+/// nearest step (ties to even), anything outside i32 (and NaN) taken as
+/// `i32::MIN`, shifted by the zero point with wrapping, held to a byte.
 #[inline(always)]
 fn quantize_value(v: f32, inverse: f32, zero: i32) -> u8 {
-    ((v * inverse).round_ties_even() as i32 + zero).clamp(0, 255) as u8
+    let steps = (v * inverse).round_ties_even();
+    let steps = if (-2_147_483_648.0..2_147_483_648.0).contains(&steps) {
+        steps as i32
+    } else {
+        i32::MIN
+    };
+    steps.wrapping_add(zero).clamp(0, 255) as u8
 }
 
 fn portable_quantize_rows(x: &[f32], inputs: usize) -> QuantizedRows {
@@ -301,7 +323,7 @@ fn portable_product(
 #[cfg(target_arch = "x86_64")]
 mod vnni {
     //! The AVX-512 VNNI kernel. A tile of up to [`ROWS`] rows by
-    //! [`BLOCKS`] column blocks keeps its 24 sums in registers while it
+    //! [`BLOCKS`] column blocks keeps its 16 sums in registers while it
     //! walks the inputs four at a time: per group, one 64-byte weight load
     //! per block, one 4-byte broadcast per row and one `vpdpbusd` per sum.
     //! The weight panel of a tile's columns (at most 96 KB) stays in the
@@ -317,8 +339,8 @@ mod vnni {
     const BLOCKS: usize = 4;
 
     /// The portable quantisation's arithmetic sixteen values at a time:
-    /// `vcvtps2dq` rounds to nearest even as `round_ties_even` does, and no
-    /// value of a row can leave i32's range (each is within 255 steps).
+    /// `vcvtps2dq` rounds to nearest even and gives `i32::MIN` for NaN and
+    /// anything out of range, as `quantize_value` does.
     #[arcane(import_intrinsics)]
     pub(super) fn quantize_rows(_token: X64V4xToken, x: &[f32], inputs: usize) -> QuantizedRows {
         super::quantize_rows_with(x, inputs, |row, inverse, zero, out| {
@@ -558,6 +580,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_row_with_nan_or_infinity_gives_nan_and_a_tiny_row_zeros_on_both_kernels() {
+        let inputs = 20;
+        let mut x = vec![0.5f32; 4 * inputs];
+        x[3] = f32::NAN;
+        x[inputs + 7] = f32::INFINITY;
+        x[2 * inputs..3 * inputs].fill(1e-38);
+        x[2 * inputs + 1] = -2e-38;
+        x[3 * inputs + 2] = -1.0;
+        let w: Vec<f32> = (0..16 * inputs).map(|i| (i % 7) as f32 - 3.0).collect();
+        let matrix = QuantizedMatrix::quantize(&w, inputs, 16);
+        let bias = [0.0f32; 16];
+        let mut results = Vec::new();
+        for kernel in [Kernel::detect(), Kernel::Portable] {
+            let q = kernel.quantize_rows(&x, inputs);
+            let mut out = vec![0.0; 4 * 16];
+            kernel.product(&q, &matrix, 0..16, &bias, &mut out);
+            assert!(out[..32].iter().all(|v| v.is_nan()), "{out:?}");
+            assert!(out[32..48].iter().all(|v| v.abs() < 1e-30), "{out:?}");
+            assert!(out[48..].iter().all(|v| v.is_finite()));
+            results.push((q.values, out[32..].to_vec()));
+        }
+        assert_eq!(results[0], results[1]);
     }
 
     #[test]

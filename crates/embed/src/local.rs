@@ -101,8 +101,8 @@ impl LocalEmbedder {
             Precision::Int8 => {
                 if !kernel.is_fast() {
                     tracing::warn!(
-                        "8-bit embedding asked for on a CPU without AVX-512 VNNI: the portable \
-                         kernel is slower than float32 here"
+                        "8-bit embedding asked for on a CPU below the Ice Lake / Zen 4 level \
+                         (AVX-512 with VNNI): the portable kernel is slower than float32 here"
                     );
                 }
                 Some(kernel)

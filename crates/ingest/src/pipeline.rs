@@ -424,7 +424,6 @@ impl Pipeline {
 /// every core (docs/embeddings.md).
 pub const EMBED_TOGETHER: usize = 64;
 
-/// One file between its steps.
 /// A group whose chunks are being embedded.
 struct Embedding {
     group: Vec<Prepared>,
@@ -465,6 +464,7 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// One file between its steps.
 struct Prepared {
     path: String,
     /// What to embed, one text per chunk of the document.

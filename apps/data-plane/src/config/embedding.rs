@@ -23,8 +23,8 @@ pub struct EmbeddingArgs {
     pub embedding_threads: Option<usize>,
 
     /// Arithmetic of the local model's dense layers: `auto` (8-bit integers
-    /// where the CPU has AVX-512 VNNI, float32 elsewhere), `float32` or
-    /// `int8` (on any CPU; slower than float32 without VNNI).
+    /// on CPUs of the Ice Lake / Zen 4 level, float32 elsewhere), `float32`
+    /// or `int8` (on any CPU; slower than float32 below that level).
     #[arg(long, env = "DATA_PLANE_EMBEDDING_PRECISION", global = true, value_enum, default_value_t = EmbeddingPrecision::Auto)]
     pub embedding_precision: EmbeddingPrecision,
 
