@@ -712,13 +712,13 @@ mod tests {
         check_f16(0x7e00, f32::NAN);
     }
 
-    /// Every way `Dense::forward` can run (the few-rows product, the general
-    /// product with the columns shared out, the general product of a full
-    /// block) gives the plain sums, on a pool of two threads.
-    #[test]
-    fn a_dense_layer_gives_the_plain_sums_at_every_size() {
-        let (inputs, outputs) = (48, 70);
-        let mut value = crate::test_values(11);
+    /// A float dense layer of `inputs → outputs` drawn from `value`, with
+    /// its weights (row per output) and bias.
+    fn random_dense(
+        value: &mut impl FnMut() -> f32,
+        inputs: usize,
+        outputs: usize,
+    ) -> (Dense, Vec<f32>, Vec<f32>) {
         let weight: Vec<f32> = (0..outputs * inputs).map(|_| value()).collect();
         let bias: Vec<f32> = (0..outputs).map(|_| value()).collect();
         let dense = Dense {
@@ -727,10 +727,25 @@ mod tests {
             ),
             bias: Array1::from_vec(bias.clone()),
         };
-        let pool = rayon::ThreadPoolBuilder::new()
+        (dense, weight, bias)
+    }
+
+    fn two_threads() -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Every way `Dense::forward` can run (the few-rows product, the general
+    /// product with the columns shared out, the general product of a full
+    /// block) gives the plain sums, on a pool of two threads.
+    #[test]
+    fn a_dense_layer_gives_the_plain_sums_at_every_size() {
+        let (inputs, outputs) = (48, 70);
+        let mut value = crate::test_values(11);
+        let (dense, weight, bias) = random_dense(&mut value, inputs, outputs);
+        let pool = two_threads();
         for rows in [1, 13, FEW_ROWS, FEW_ROWS + 1, 100, ROW_BLOCK, ROW_BLOCK + 3] {
             let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
             let mut out = vec![f32::NAN; rows * outputs];
@@ -763,21 +778,13 @@ mod tests {
     fn an_8_bit_dense_layer_gives_the_same_bits_at_every_size() {
         let (inputs, outputs) = (48, 70);
         let mut value = crate::test_values(7);
-        let weight: Vec<f32> = (0..outputs * inputs).map(|_| value()).collect();
-        let bias: Vec<f32> = (0..outputs).map(|_| value()).collect();
+        let (mut dense, _, bias) = random_dense(&mut value, inputs, outputs);
         let kernel = Kernel::detect();
-        let mut dense = Dense {
-            weight: Weight::Float(Array2::from_shape_vec((outputs, inputs), weight).unwrap()),
-            bias: Array1::from_vec(bias.clone()),
-        };
         dense.quantize(kernel);
         let Weight::Int8(matrix, _) = &dense.weight else {
             unreachable!("just quantised")
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = two_threads();
         for rows in [1, 13, FEW_ROWS + 1, ROW_BLOCK, ROW_BLOCK + 3] {
             let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
             let mut out = vec![f32::NAN; rows * outputs];
