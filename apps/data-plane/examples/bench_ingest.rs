@@ -2,9 +2,11 @@
 //! following it costs a replica: every file of a corpus through the real
 //! pipeline (extract → chunk → embed → write, `Pipeline::ingest_batch` as
 //! `data-plane ingest` runs it) into a fresh database, while two replicas (`data-plane serve`
-//! processes) follow the change log into keyword indexes of their own: one
-//! as served by default (changes gathered for `DATA_PLANE_INDEX_BATCH_MS`,
-//! 1 s), one committing after every change (`0`, as replicas did before).
+//! processes) follow the change log into keyword indexes of their own, as
+//! served by default (changes gathered for `DATA_PLANE_INDEX_BATCH_MS`,
+//! 1 s). With `BENCH_INGEST_UNBATCHED=1` the second one commits after every
+//! change instead (`0`, as replicas did before), to show what batching
+//! saves; its CPU then counts against the ingest's ratio too.
 //!
 //! First the same chunks are embedded alone, in one call (the embedder's
 //! best case: no extraction, no database, batches as full as it likes);
@@ -195,9 +197,14 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let http = reqwest::Client::new();
+    let unbatched = std::env::var("BENCH_INGEST_UNBATCHED").is_ok_and(|v| v == "1");
     let mut replicas = [
         Replica::start(&test, "batched", "1000"),
-        Replica::start(&test, "unbatched", "0"),
+        if unbatched {
+            Replica::start(&test, "unbatched", "0")
+        } else {
+            Replica::start(&test, "batched_2", "1000")
+        },
     ];
     for replica in &replicas {
         server::ready(replica.addr).await;
