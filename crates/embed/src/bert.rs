@@ -194,7 +194,7 @@ impl Dense {
         let (outputs, inputs) = weight.dim();
         // Row by row whatever the memory layout.
         let values: Vec<f32> = weight.iter().copied().collect();
-        self.weight = Weight::Int8(QuantizedMatrix::quantize(&values, inputs, outputs), kernel);
+        self.weight = Weight::Int8(kernel.quantize_matrix(&values, inputs, outputs), kernel);
     }
 
     /// `out ← input · Wᵀ + b`.
@@ -330,6 +330,15 @@ pub(crate) struct Bert {
     heads: usize,
     head_size: usize,
     eps: f32,
+    /// The AVX-512 attention kernel, for every batch, where the CPU has it
+    /// (and the dense layers, if 8-bit, run the VNNI kernel).
+    wide: Option<Wide>,
+    /// Without it, 8-bit layers take the general products for every batch,
+    /// a lone query included, rather than plain loops for short ones, so
+    /// that a text's attention is the same bits in any batch: 8-bit layers
+    /// would otherwise turn a last-bit difference into a whole
+    /// quantisation step.
+    uniform_attention: bool,
 }
 
 impl Bert {
@@ -457,6 +466,8 @@ impl Bert {
             heads,
             head_size,
             eps: config.layer_norm_eps as f32,
+            wide: Wide::available(head_size).filter(|_| int8.is_none_or(Kernel::is_vnni)),
+            uniform_attention: int8.is_some(),
         })
     }
 
@@ -575,7 +586,7 @@ impl Bert {
         // kernel, so that a text's attention is the same bits in any batch:
         // 8-bit layers would otherwise turn a last-bit difference into a
         // whole quantisation step.
-        if let Some(wide) = Wide::available(d) {
+        if let Some(wide) = self.wide {
             let head = |scratch: &mut Vec<f32>, (start, len, head, mut out): Task<'_>| {
                 let at = [head * d, h + head * d, 2 * h + head * d];
                 wide.head(qkv_rows, 3 * h, start, len, at, d, scratch, &mut out);
@@ -588,9 +599,8 @@ impl Bert {
             }
             return Ok(());
         }
-        if short {
-            let mut scores = Vec::new();
-            for (start, len, head, mut out) in tasks {
+        if short && !self.uniform_attention {
+            let plain = |scores: &mut Vec<f32>, (start, len, head, mut out): Task<'_>| {
                 let row = |i: usize, offset: usize| {
                     let at = (start + i) * 3 * h + offset + head * d;
                     &qkv_rows[at..at + d]
@@ -607,12 +617,13 @@ impl Bert {
                         context.scaled_add(weight, &ArrayView1::from(row(j, 2 * h)));
                     }
                 }
-            }
+            };
+            let mut scores = Vec::new();
+            tasks.into_iter().for_each(|task| plain(&mut scores, task));
             return Ok(());
         }
-        tasks.into_par_iter().try_for_each_init(
-            Vec::new,
-            |scores: &mut Vec<f32>, (start, len, head, mut out)| {
+        let general =
+            |scores: &mut Vec<f32>, (start, len, head, mut out): Task<'_>| -> Result<(), String> {
                 // The `s!` macro expands to unsafe code, which the workspace forbids.
                 let text = qkv.slice_axis(Axis(0), Slice::from(start..start + len));
                 let part = |offset: usize| {
@@ -628,8 +639,15 @@ impl Bert {
                 }
                 general_mat_mul(1.0, &view(scores, len, len)?, &v, 0.0, &mut out);
                 Ok(())
-            },
-        )
+            };
+        if short {
+            let mut scores = Vec::new();
+            tasks
+                .into_iter()
+                .try_for_each(|task| general(&mut scores, task))
+        } else {
+            tasks.into_par_iter().try_for_each_init(Vec::new, general)
+        }
     }
 
     /// Everything after attention, per block of token rows: output
@@ -772,14 +790,19 @@ mod tests {
     }
 
     /// In 8 bits, every size and every split of the columns over threads
-    /// gives the same bits as one product of the whole block, on the
-    /// fastest kernel the CPU has.
+    /// gives the same bits as one product of the whole block, on every
+    /// kernel the CPU runs.
     #[test]
     fn an_8_bit_dense_layer_gives_the_same_bits_at_every_size() {
+        for kernel in Kernel::available() {
+            same_bits_at_every_size(kernel);
+        }
+    }
+
+    fn same_bits_at_every_size(kernel: Kernel) {
         let (inputs, outputs) = (48, 70);
         let mut value = crate::test_values(7);
         let (mut dense, _, bias) = random_dense(&mut value, inputs, outputs);
-        let kernel = Kernel::detect();
         dense.quantize(kernel);
         let Weight::Int8(matrix, _) = &dense.weight else {
             unreachable!("just quantised")
@@ -797,7 +820,7 @@ mod tests {
             let mut whole = vec![0.0; rows * outputs];
             let q = Kernel::Portable.quantize_rows(&x, inputs);
             Kernel::Portable.product(&q, matrix, 0..outputs, &bias, &mut whole);
-            assert_eq!(out, whole, "{rows} rows");
+            assert_eq!(out, whole, "{} {rows} rows", kernel.name());
         }
     }
 }

@@ -12,11 +12,20 @@
 //!   inputs, far inside i32 for any BERT), then
 //!   `out = float(Σ q·w − z_r · Σₖ w[j][k]) · (s_r · t_j) + b_j`.
 //!
-//! Two kernels compute the same integers and round the same floats in the
-//! same order, so their vectors are identical bit for bit: the VNNI kernel
-//! (x86-64 with AVX-512 VNNI, checked once at run time; `archmage` supplies
-//! the safe call into code compiled for those features) and a portable one
-//! in plain Rust for every other CPU, slower than the float path there.
+//! Three kernels compute the same integers and round the same floats in the
+//! same order, so their vectors are identical bit for bit (`archmage`
+//! supplies the safe call into code compiled for the features each needs,
+//! checked once at run time):
+//!
+//! - **VNNI** (x86-64 with AVX-512 VNNI): `vpdpbusd` on the bytes as packed.
+//! - **AVX2** (x86-64 with AVX2 and FMA, without AVX-512 VNNI: Haswell to
+//!   Cascade Lake, Zen 1-3): the weights widened once to 16 bits in the same
+//!   layout and each row's values to 16 bits as it is quantised, summed by
+//!   `vpmaddwd`, which is exact (`vpmaddubsw` on the bytes would be faster
+//!   but saturates at 16 bits for the products of 8 bits these hold).
+//! - **Portable**, in plain Rust for every other CPU, slower than the float
+//!   path there.
+//!
 //! (Only the dense layers are the same bits: attention off AVX-512 runs
 //! other code, so whole vectors there differ in their last bits.)
 
@@ -40,6 +49,9 @@ pub(crate) struct QuantizedMatrix {
     scales: Vec<f32>,
     /// `Σₖ w[j][k]` per column, for the activations' zero point.
     sums: Vec<i32>,
+    /// `packed` widened to 16 bits, same layout, for the AVX2 kernel (empty
+    /// for the others).
+    wide: Vec<i16>,
 }
 
 impl QuantizedMatrix {
@@ -71,6 +83,7 @@ impl QuantizedMatrix {
             packed,
             scales,
             sums,
+            wide: Vec::new(),
         }
     }
 
@@ -83,6 +96,13 @@ impl QuantizedMatrix {
         let size = self.inputs * BLOCK;
         &self.packed[block * size..(block + 1) * size]
     }
+
+    /// The same block widened to 16 bits (AVX2 kernel only).
+    #[cfg(target_arch = "x86_64")]
+    fn wide_block(&self, block: usize) -> &[i16] {
+        let size = self.inputs * BLOCK;
+        &self.wide[block * size..(block + 1) * size]
+    }
 }
 
 /// Rows of activations quantised for one product.
@@ -92,6 +112,9 @@ pub(crate) struct QuantizedRows {
     values: Vec<u8>,
     scales: Vec<f32>,
     zeros: Vec<i32>,
+    /// For the AVX2 kernel (empty for the others): each group of
+    /// [`GROUP`] values as four 16-bit lanes of one word, ready to broadcast.
+    wide: Vec<i64>,
 }
 
 impl QuantizedRows {
@@ -109,20 +132,83 @@ impl QuantizedRows {
 pub(crate) enum Kernel {
     #[cfg(target_arch = "x86_64")]
     Vnni(archmage::X64V4xToken),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(archmage::X64V3Token),
     Portable,
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU runs.
+    /// The fastest kernel this CPU runs, unless `DATA_PLANE_EMBEDDING_KERNEL`
+    /// (`vnni`, `avx2` or `portable`, for comparing them on one machine)
+    /// names another that it runs.
     pub(crate) fn detect() -> Self {
+        let available = Self::available();
+        if let Ok(wanted) = std::env::var("DATA_PLANE_EMBEDDING_KERNEL")
+            && !wanted.is_empty()
+        {
+            match available.iter().find(|k| k.short_name() == wanted) {
+                Some(&kernel) => return kernel,
+                None => tracing::warn!(
+                    wanted,
+                    "DATA_PLANE_EMBEDDING_KERNEL names no kernel this CPU runs \
+                     (vnni, avx2, portable); using the fastest"
+                ),
+            }
+        }
+        available[0]
+    }
+
+    /// Every kernel this CPU runs, fastest first (the portable one last).
+    pub(crate) fn available() -> Vec<Self> {
+        #[allow(unused_mut)] // only x86-64 adds kernels
+        let mut kernels = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
             use archmage::SimdToken;
             if let Some(token) = archmage::X64V4xToken::summon() {
-                return Self::Vnni(token);
+                kernels.push(Self::Vnni(token));
+            }
+            if let Some(token) = archmage::X64V3Token::summon() {
+                kernels.push(Self::Avx2(token));
             }
         }
-        Self::Portable
+        kernels.push(Self::Portable);
+        kernels
+    }
+
+    /// Whether this is the AVX-512 VNNI kernel.
+    pub(crate) fn is_vnni(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Self::Vnni(_) = self {
+            return true;
+        }
+        false
+    }
+
+    fn short_name(self) -> &'static str {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Vnni(_) => "vnni",
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(_) => "avx2",
+            Self::Portable => "portable",
+        }
+    }
+
+    /// Quantises a dense layer's weight for this kernel; see
+    /// [`QuantizedMatrix::quantize`].
+    pub(crate) fn quantize_matrix(
+        self,
+        weight: &[f32],
+        inputs: usize,
+        outputs: usize,
+    ) -> QuantizedMatrix {
+        let mut matrix = QuantizedMatrix::quantize(weight, inputs, outputs);
+        #[cfg(target_arch = "x86_64")]
+        if let Self::Avx2(_) = self {
+            matrix.wide = matrix.packed.iter().map(|&w| i16::from(w)).collect();
+        }
+        matrix
     }
 
     /// Whether this kernel is faster than the float path on this CPU.
@@ -134,6 +220,8 @@ impl Kernel {
         match self {
             #[cfg(target_arch = "x86_64")]
             Self::Vnni(_) => "int8 (AVX-512 VNNI)",
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(_) => "int8 (AVX2)",
             Self::Portable => "int8 (portable)",
         }
     }
@@ -144,6 +232,8 @@ impl Kernel {
         match self {
             #[cfg(target_arch = "x86_64")]
             Self::Vnni(token) => vnni::quantize_rows(token, x, inputs),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(token) => avx2::quantize_rows(token, x, inputs),
             Self::Portable => portable_quantize_rows(x, inputs),
         }
     }
@@ -167,6 +257,15 @@ impl Kernel {
         match self {
             #[cfg(target_arch = "x86_64")]
             Self::Vnni(token) => vnni::product(token, x, weight, columns, bias, out),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(token) => {
+                assert!(
+                    weight.wide.len() == weight.packed.len()
+                        && x.wide.len() * GROUP == x.values.len(),
+                    "matrix or rows quantised for another kernel"
+                );
+                avx2::product(token, x, weight, columns, bias, out)
+            }
             Self::Portable => portable_product(x, weight, columns, bias, out),
         }
     }
@@ -213,6 +312,7 @@ fn quantize_rows_with(
         values,
         scales,
         zeros,
+        wide: Vec::new(),
     }
 }
 
@@ -320,6 +420,16 @@ fn portable_product(
     }
 }
 
+/// Where a kernel's tile starts: its first row, its first column block of
+/// the matrix, and that block's first column in `out`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Tile {
+    row: usize,
+    block: usize,
+    column: usize,
+}
+
 #[cfg(target_arch = "x86_64")]
 mod vnni {
     //! The AVX-512 VNNI kernel. A tile of up to [`ROWS`] rows by
@@ -333,7 +443,7 @@ mod vnni {
 
     use archmage::prelude::*;
 
-    use super::{BLOCK, GROUP, QuantizedMatrix, QuantizedRows};
+    use super::{BLOCK, GROUP, QuantizedMatrix, QuantizedRows, Tile};
 
     const ROWS: usize = 4;
     const BLOCKS: usize = 4;
@@ -409,15 +519,6 @@ mod vnni {
         }
     }
 
-    /// Where a tile starts: its first row, its first column block of the
-    /// matrix, and that block's first column in `out`.
-    #[derive(Clone, Copy)]
-    struct Tile {
-        row: usize,
-        block: usize,
-        column: usize,
-    }
-
     #[allow(clippy::needless_range_loop)] // the indices address several arrays at once
     #[rite(v4x, import_intrinsics)]
     fn tile<const R: usize, const B: usize>(
@@ -483,6 +584,161 @@ mod vnni {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The AVX2 kernel. A tile of up to [`ROWS`] rows by one block of 16
+    //! columns keeps its sums in registers while it walks the inputs four
+    //! at a time: per group, four 32-byte loads of 16-bit weights (four
+    //! columns by four inputs each), one 8-byte broadcast per row and one
+    //! `vpmaddwd` per register of sums, each lane holding two products of
+    //! one column. Adjacent lanes are added once at the end.
+
+    use std::ops::Range;
+
+    use archmage::prelude::*;
+
+    use super::{BLOCK, GROUP, QuantizedMatrix, QuantizedRows, Tile};
+
+    const ROWS: usize = 2;
+    /// 16-bit weights per register: four columns of [`GROUP`] inputs.
+    const LANES: usize = 16;
+    /// Registers per block of [`BLOCK`] columns.
+    const VECTORS: usize = BLOCK * GROUP / LANES;
+
+    /// The portable quantisation compiled for AVX2 (rounding in vector
+    /// instructions rather than calls), then each group widened.
+    #[arcane]
+    pub(super) fn quantize_rows(_token: X64V3Token, x: &[f32], inputs: usize) -> QuantizedRows {
+        let mut rows = super::quantize_rows_with(x, inputs, |row, inverse, zero, out| {
+            for (q, &v) in out.iter_mut().zip(row) {
+                *q = super::quantize_value(v, inverse, zero);
+            }
+        });
+        rows.wide = rows
+            .values
+            .as_chunks::<GROUP>()
+            .0
+            .iter()
+            .map(|&[a, b, c, d]| {
+                i64::from(a) | i64::from(b) << 16 | i64::from(c) << 32 | i64::from(d) << 48
+            })
+            .collect();
+        rows
+    }
+
+    #[arcane]
+    pub(super) fn product(
+        _token: X64V3Token,
+        x: &QuantizedRows,
+        weight: &QuantizedMatrix,
+        columns: Range<usize>,
+        bias: &[f32],
+        out: &mut [f32],
+    ) {
+        let first_block = columns.start / BLOCK;
+        // Block by block, so a block's weights (at most 48 KB) stay in the
+        // cache while every row passes over them.
+        for b in 0..columns.len().div_ceil(BLOCK) {
+            let mut row = 0;
+            while row < x.rows() {
+                let height = (x.rows() - row).min(ROWS);
+                let at = Tile {
+                    row,
+                    block: first_block + b,
+                    column: b * BLOCK,
+                };
+                if height == ROWS {
+                    tile::<ROWS>(x, weight, &columns, bias, out, at);
+                } else {
+                    tile::<1>(x, weight, &columns, bias, out, at);
+                }
+                row += height;
+            }
+        }
+    }
+
+    #[allow(clippy::needless_range_loop)] // the indices address several arrays at once
+    #[rite(v3, import_intrinsics)]
+    fn tile<const R: usize>(
+        x: &QuantizedRows,
+        weight: &QuantizedMatrix,
+        columns: &Range<usize>,
+        bias: &[f32],
+        out: &mut [f32],
+        at: Tile,
+    ) {
+        let groups = x.inputs / GROUP;
+        let mut rows: [&[i64]; R] = [&[]; R];
+        for (r, row) in rows.iter_mut().enumerate() {
+            *row = &x.wide[(at.row + r) * groups..][..groups];
+        }
+        let panel = &weight
+            .wide_block(at.block)
+            .as_chunks::<LANES>()
+            .0
+            .as_chunks::<VECTORS>()
+            .0[..groups];
+        let mut sums = [[_mm256_setzero_si256(); VECTORS]; R];
+        for g in 0..groups {
+            let mut w = [_mm256_setzero_si256(); VECTORS];
+            for v in 0..VECTORS {
+                w[v] = _mm256_loadu_si256(&panel[g][v]);
+            }
+            for r in 0..R {
+                let a = _mm256_set1_epi64x(rows[r][g]);
+                for v in 0..VECTORS {
+                    sums[r][v] = _mm256_add_epi32(sums[r][v], _mm256_madd_epi16(w[v], a));
+                }
+            }
+        }
+        let width = columns.len();
+        let c = at.column;
+        // The last block of a range may be partly padding: only the columns
+        // inside the range are written.
+        let live = (width - c).min(BLOCK);
+        // Both are padded to whole blocks.
+        let column_sums = weight.sums.as_chunks::<BLOCK>().0[at.block]
+            .as_chunks::<8>()
+            .0;
+        let scales = weight.scales.as_chunks::<BLOCK>().0[at.block]
+            .as_chunks::<8>()
+            .0;
+        for r in 0..R {
+            let row = at.row + r;
+            let mut values = [[0.0f32; 8]; 2];
+            for half in 0..2 {
+                // Per 128-bit lane, the pairs of columns 0-1 and 4-5, then
+                // 2-3 and 6-7: put back in order.
+                let pairs = _mm256_hadd_epi32(sums[r][2 * half], sums[r][2 * half + 1]);
+                let totals = _mm256_permute4x64_epi64::<0b11_01_10_00>(pairs);
+                let corrected = _mm256_sub_epi32(
+                    totals,
+                    _mm256_mullo_epi32(
+                        _mm256_set1_epi32(x.zeros[row]),
+                        _mm256_loadu_si256(&column_sums[half]),
+                    ),
+                );
+                let scaled = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(corrected),
+                    _mm256_mul_ps(
+                        _mm256_set1_ps(x.scales[row]),
+                        _mm256_loadu_ps(&scales[half]),
+                    ),
+                );
+                _mm256_storeu_ps(&mut values[half], scaled);
+            }
+            let target = &mut out[row * width + c..][..live];
+            for ((o, &v), &b) in target
+                .iter_mut()
+                .zip(values.as_flattened())
+                .zip(&bias[c..c + live])
+            {
+                *o = v + b;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,7 +768,7 @@ mod tests {
         let w = values(inputs * outputs, 1);
         let x = values(rows * inputs, 2);
         let bias = values(outputs, 3);
-        let matrix = QuantizedMatrix::quantize(&w, inputs, outputs);
+        let matrix = kernel.quantize_matrix(&w, inputs, outputs);
         let q = kernel.quantize_rows(&x, inputs);
         let mut out = vec![0.0; rows * columns.len()];
         kernel.product(&q, &matrix, columns.clone(), &bias[columns], &mut out);
@@ -549,12 +805,18 @@ mod tests {
     }
 
     #[test]
-    fn both_kernels_give_the_same_bits_at_every_shape() {
-        let kernel = Kernel::detect();
-        if !kernel.is_fast() {
-            eprintln!("no AVX-512 VNNI on this CPU: only the portable kernel runs");
+    fn every_kernel_gives_the_portable_bits_at_every_shape() {
+        let kernels = Kernel::available();
+        if kernels.len() == 1 {
+            eprintln!("no AVX2 or AVX-512 VNNI on this CPU: only the portable kernel runs");
             return;
         }
+        for kernel in kernels {
+            same_bits_as_portable(kernel);
+        }
+    }
+
+    fn same_bits_as_portable(kernel: Kernel) {
         for (rows, inputs, outputs) in [
             (1, 4, 16),
             (13, 384, 1152),
@@ -566,7 +828,8 @@ mod tests {
             assert_eq!(
                 whole,
                 run(Kernel::Portable, rows, inputs, outputs, 0..outputs),
-                "{rows}×{inputs}→{outputs}"
+                "{} {rows}×{inputs}→{outputs}",
+                kernel.name()
             );
             // A thread's share of the columns gives the same values as the whole.
             let start = (outputs / 2)
@@ -583,7 +846,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_with_nan_or_infinity_gives_nan_and_a_tiny_row_zeros_on_both_kernels() {
+    fn a_row_with_nan_or_infinity_gives_nan_and_a_tiny_row_zeros_on_every_kernel() {
         let inputs = 20;
         let mut x = vec![0.5f32; 4 * inputs];
         x[3] = f32::NAN;
@@ -592,10 +855,10 @@ mod tests {
         x[2 * inputs + 1] = -2e-38;
         x[3 * inputs + 2] = -1.0;
         let w: Vec<f32> = (0..16 * inputs).map(|i| (i % 7) as f32 - 3.0).collect();
-        let matrix = QuantizedMatrix::quantize(&w, inputs, 16);
         let bias = [0.0f32; 16];
         let mut results = Vec::new();
-        for kernel in [Kernel::detect(), Kernel::Portable] {
+        for kernel in Kernel::available() {
+            let matrix = kernel.quantize_matrix(&w, inputs, 16);
             let q = kernel.quantize_rows(&x, inputs);
             let mut out = vec![0.0; 4 * 16];
             kernel.product(&q, &matrix, 0..16, &bias, &mut out);
@@ -604,18 +867,25 @@ mod tests {
             assert!(out[48..].iter().all(|v| v.is_finite()));
             results.push((q.values, out[32..].to_vec()));
         }
-        assert_eq!(results[0], results[1]);
+        for other in &results[1..] {
+            assert_eq!(&results[0], other);
+        }
     }
 
     #[test]
     fn a_row_of_zeros_is_exact_and_a_constant_row_within_float_rounding() {
-        let kernel = Kernel::detect();
+        for kernel in Kernel::available() {
+            zeros_and_constants(kernel);
+        }
+    }
+
+    fn zeros_and_constants(kernel: Kernel) {
         let inputs = 8;
         let mut x = vec![0.0f32; 2 * inputs];
         x[inputs..].fill(0.5);
         // Weights that 8 bits hold exactly: each column's largest is 127 steps.
         let w: Vec<f32> = (0..16 * inputs).map(|i| [1.0, -1.0, 0.0][i % 3]).collect();
-        let matrix = QuantizedMatrix::quantize(&w, inputs, 16);
+        let matrix = kernel.quantize_matrix(&w, inputs, 16);
         let q = kernel.quantize_rows(&x, inputs);
         let mut out = vec![0.0; 2 * 16];
         kernel.product(&q, &matrix, 0..16, &[0.25; 16], &mut out);

@@ -101,8 +101,8 @@ impl LocalEmbedder {
             Precision::Int8 => {
                 if !kernel.is_fast() {
                     tracing::warn!(
-                        "8-bit embedding asked for on a CPU below the Ice Lake / Zen 4 level \
-                         (AVX-512 with VNNI): the portable kernel is slower than float32 here"
+                        "8-bit embedding asked for on a CPU without AVX2: \
+                         the portable kernel is slower than float32 here"
                     );
                 }
                 Some(kernel)
@@ -210,8 +210,8 @@ impl LocalEmbedder {
         self.inner.max_tokens
     }
 
-    /// The dense layers' arithmetic: `float32`, `int8 (AVX-512 VNNI)` or
-    /// `int8 (portable)`.
+    /// The dense layers' arithmetic: `float32`, `int8 (AVX-512 VNNI)`,
+    /// `int8 (AVX2)` or `int8 (portable)`.
     pub fn arithmetic(&self) -> &'static str {
         self.inner.arithmetic
     }
