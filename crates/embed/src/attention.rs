@@ -1,6 +1,6 @@
-//! One text's attention for one head, on AVX-512 where the CPU has it
-//! (checked once, through `archmage`), without the operand packing a
-//! general matrix product does on every call.
+//! One text's attention for one head, on AVX-512 or else AVX2 and FMA
+//! where the CPU has them (checked once, through `archmage`), without the
+//! operand packing a general matrix product does on every call.
 //!
 //! A head is small (`len × d` with `d` = 32 for MiniLM): the general
 //! product copied Q, Kᵀ, the scores and V into panels for each of the
@@ -15,6 +15,8 @@
 //! - **Context** `P·V`: each output row is a sum over keys of `p[i][j]`
 //!   times V's row `j`, read straight out of the packed QKV buffer.
 //!
+//! On AVX2 the same walk runs on 256-bit registers, a 16-value vector of
+//! the scratches being two of them, in smaller tiles (sixteen registers).
 //! The scale 1/√d is already folded into the query weights. Off x86-64
 //! there is no such kernel and `available` says so.
 
@@ -32,26 +34,45 @@ const LANES: usize = 16;
 const ROWS: usize = 4;
 const VECTORS: usize = 4;
 
-/// Proof that the CPU has AVX-512; only heads of a multiple of 16 values
-/// take this path.
+/// Rows per tile on AVX2, for the scores (one 16-value vector of keys, two
+/// registers) and the context (one 16-value vector of values): eight sums,
+/// two loads and a broadcast in sixteen registers.
+const NARROW_ROWS: usize = 4;
+
+/// Proof that the CPU has AVX-512, or AVX2 and FMA; only heads of a
+/// multiple of 16 values take this path.
 #[derive(Clone, Copy)]
-pub(crate) struct Wide {
+pub(crate) enum Wide {
     #[cfg(target_arch = "x86_64")]
-    token: X64V4Token,
+    Avx512(X64V4Token),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(X64V3Token),
 }
 
 impl Wide {
-    #[cfg(target_arch = "x86_64")]
+    /// The widest kernel this CPU runs for heads of `head_size` values.
     pub(crate) fn available(head_size: usize) -> Option<Self> {
-        if head_size == 0 || !head_size.is_multiple_of(LANES) {
-            return None;
-        }
-        X64V4Token::summon().map(|token| Self { token })
+        Self::all(head_size).into_iter().next()
     }
 
-    #[cfg(not(target_arch = "x86_64"))]
-    pub(crate) fn available(_head_size: usize) -> Option<Self> {
-        None
+    /// Every kernel this CPU runs for heads of `head_size` values, widest
+    /// first.
+    pub(crate) fn all(head_size: usize) -> Vec<Self> {
+        #[allow(unused_mut)] // only x86-64 has kernels
+        let mut kernels = Vec::new();
+        if head_size == 0 || !head_size.is_multiple_of(LANES) {
+            return kernels;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(token) = X64V4Token::summon() {
+                kernels.push(Self::Avx512(token));
+            }
+            if let Some(token) = X64V3Token::summon() {
+                kernels.push(Self::Avx2(token));
+            }
+        }
+        kernels
     }
 
     /// The context of one text and head: rows `first..first + len` of the
@@ -98,19 +119,22 @@ impl Wide {
             padded,
             d,
         };
-        #[cfg(target_arch = "x86_64")]
-        scores_wide(
-            self.token,
-            &text,
-            query,
-            transposed.as_chunks().0,
-            scores.as_chunks_mut().0,
-        );
+        let (transposed, chunks) = (transposed.as_chunks().0, scores.as_chunks_mut().0);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512(token) => scores_wide(token, &text, query, transposed, chunks),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(token) => scores_narrow(token, &text, query, transposed, chunks),
+        }
         for row in scores.chunks_exact_mut(padded) {
             kernels::softmax_in_place(&mut row[..len]);
         }
-        #[cfg(target_arch = "x86_64")]
-        context_wide(self.token, &text, value, scores, out);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512(token) => context_wide(token, &text, value, scores, out),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(token) => context_narrow(token, &text, value, scores, out),
+        }
     }
 }
 
@@ -305,6 +329,145 @@ fn context_tile<const R: usize, const V: usize>(
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[arcane]
+fn scores_narrow(
+    _token: X64V3Token,
+    text: &Text,
+    query: usize,
+    transposed: &[[f32; LANES]],
+    scores: &mut [[f32; LANES]],
+) {
+    for row in (0..text.len).step_by(NARROW_ROWS) {
+        for vector in 0..text.padded / LANES {
+            let args = (text, query, transposed, &mut *scores, row, vector);
+            match (text.len - row).min(NARROW_ROWS) {
+                4 => score_tile_narrow::<4>(args.0, args.1, args.2, args.3, args.4, args.5),
+                3 => score_tile_narrow::<3>(args.0, args.1, args.2, args.3, args.4, args.5),
+                2 => score_tile_narrow::<2>(args.0, args.1, args.2, args.3, args.4, args.5),
+                _ => score_tile_narrow::<1>(args.0, args.1, args.2, args.3, args.4, args.5),
+            }
+        }
+    }
+}
+
+/// Scores of `R` query rows from `row` against the 16 keys of `vector`,
+/// as two 256-bit halves.
+#[allow(clippy::needless_range_loop)] // the indices address several arrays at once
+#[cfg(target_arch = "x86_64")]
+#[rite(v3, import_intrinsics)]
+fn score_tile_narrow<const R: usize>(
+    text: &Text,
+    query: usize,
+    transposed: &[[f32; LANES]],
+    scores: &mut [[f32; LANES]],
+    row: usize,
+    vector: usize,
+) {
+    let mut queries: [&[f32]; R] = [&[]; R];
+    for (r, q) in queries.iter_mut().enumerate() {
+        *q = text.part(row + r, query);
+    }
+    let mut sums = [[_mm256_setzero_ps(); 2]; R];
+    let vectors = text.padded / LANES;
+    for k in 0..text.d {
+        let mut factors = [0.0; R];
+        for r in 0..R {
+            factors[r] = queries[r][k];
+        }
+        accumulate(&mut sums, factors, &transposed[k * vectors + vector]);
+    }
+    for (r, sums) in sums.iter().enumerate() {
+        let halves = scores[(row + r) * vectors + vector].as_chunks_mut::<8>().0;
+        for (half, &sum) in halves.iter_mut().zip(sums) {
+            _mm256_storeu_ps(half, sum);
+        }
+    }
+}
+
+/// `sums[r] += factors[r] · values` for a 16-value vector held as two
+/// 256-bit halves: both narrow tiles' step.
+#[cfg(target_arch = "x86_64")]
+#[rite(v3, import_intrinsics)]
+fn accumulate<const R: usize>(
+    sums: &mut [[__m256; 2]; R],
+    factors: [f32; R],
+    values: &[f32; LANES],
+) {
+    let (halves, _) = values.as_chunks::<8>();
+    let lanes = [_mm256_loadu_ps(&halves[0]), _mm256_loadu_ps(&halves[1])];
+    for (sums, &factor) in sums.iter_mut().zip(&factors) {
+        let factor = _mm256_set1_ps(factor);
+        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
+            *sum = _mm256_fmadd_ps(factor, lane, *sum);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[arcane]
+fn context_narrow(
+    _token: X64V3Token,
+    text: &Text,
+    value: usize,
+    scores: &[f32],
+    out: &mut ArrayViewMut2<f32>,
+) {
+    for row in (0..text.len).step_by(NARROW_ROWS) {
+        for vector in 0..text.d / LANES {
+            let args = (text, value, scores, &mut *out, row, vector);
+            match (text.len - row).min(NARROW_ROWS) {
+                4 => context_tile_narrow::<4>(args.0, args.1, args.2, args.3, args.4, args.5),
+                3 => context_tile_narrow::<3>(args.0, args.1, args.2, args.3, args.4, args.5),
+                2 => context_tile_narrow::<2>(args.0, args.1, args.2, args.3, args.4, args.5),
+                _ => context_tile_narrow::<1>(args.0, args.1, args.2, args.3, args.4, args.5),
+            }
+        }
+    }
+}
+
+/// Context of `R` rows from `row`, the 16 values of `vector`, as two
+/// 256-bit halves.
+#[allow(clippy::needless_range_loop)] // `j` indexes every row's weights
+#[cfg(target_arch = "x86_64")]
+#[rite(v3, import_intrinsics)]
+fn context_tile_narrow<const R: usize>(
+    text: &Text,
+    value: usize,
+    scores: &[f32],
+    out: &mut ArrayViewMut2<f32>,
+    row: usize,
+    vector: usize,
+) {
+    let mut weights: [&[f32]; R] = [&[]; R];
+    for (r, w) in weights.iter_mut().enumerate() {
+        *w = &scores[(row + r) * text.padded..][..text.len];
+    }
+    let mut sums = [[_mm256_setzero_ps(); 2]; R];
+    for j in 0..text.len {
+        let mut factors = [0.0; R];
+        for r in 0..R {
+            factors[r] = weights[r][j];
+        }
+        accumulate(
+            &mut sums,
+            factors,
+            &text.part(j, value).as_chunks::<LANES>().0[vector],
+        );
+    }
+    for (r, sums) in sums.iter().enumerate() {
+        let mut target = out.row_mut(row + r);
+        let mut lanes = [[0.0f32; 8]; 2];
+        for (half, &sum) in lanes.iter_mut().zip(sums) {
+            _mm256_storeu_ps(half, sum);
+        }
+        let first = vector * LANES;
+        for (l, &value) in lanes.as_flattened().iter().enumerate() {
+            target[first + l] = value;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ndarray::Array2;
@@ -315,10 +478,30 @@ mod tests {
     /// attention.
     #[test]
     fn a_head_gives_plain_attention_at_every_length() {
-        let Some(wide) = Wide::available(32) else {
-            eprintln!("no AVX-512 on this CPU: the general product runs instead");
-            return;
-        };
+        let kernels = Wide::all(32);
+        if kernels.is_empty() {
+            eprintln!("no AVX2 or AVX-512 on this CPU: the general product runs instead");
+        }
+        let results: Vec<_> = kernels
+            .into_iter()
+            .map(plain_attention_at_every_length)
+            .collect();
+        // The same sums in the same order on every vector width.
+        for other in results.iter().skip(1) {
+            assert!(
+                results[0]
+                    .iter()
+                    .zip(other)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "AVX-512 and AVX2 give other bits"
+            );
+        }
+    }
+
+    /// Checks one kernel against plain f64 attention; its outputs, every
+    /// length after the other.
+    fn plain_attention_at_every_length(wide: Wide) -> Vec<f32> {
+        let mut all = Vec::new();
         let (d, heads) = (32, 2);
         let stride = 3 * d * heads;
         let mut value = crate::test_values(5);
@@ -360,6 +543,8 @@ mod tests {
                     );
                 }
             }
+            all.extend(out.iter().copied());
         }
+        all
     }
 }

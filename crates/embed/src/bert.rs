@@ -330,10 +330,10 @@ pub(crate) struct Bert {
     heads: usize,
     head_size: usize,
     eps: f32,
-    /// The AVX-512 attention kernel, for every batch, where the CPU has it
-    /// (and the dense layers, if 8-bit, run the VNNI kernel).
+    /// The attention kernel on AVX-512 or AVX2, for every batch, where the
+    /// CPU has one (unless the 8-bit layers run the portable kernel).
     wide: Option<Wide>,
-    /// Without it, 8-bit layers take the general products for every batch,
+    /// Without one, 8-bit layers take the general products for every batch,
     /// a lone query included, rather than plain loops for short ones, so
     /// that a text's attention is the same bits in any batch: 8-bit layers
     /// would otherwise turn a last-bit difference into a whole
@@ -466,7 +466,9 @@ impl Bert {
             heads,
             head_size,
             eps: config.layer_norm_eps as f32,
-            wide: Wide::available(head_size).filter(|_| int8.is_none_or(Kernel::is_vnni)),
+            // The portable kernel stands for a CPU without vector units of
+            // ours, attention included.
+            wide: Wide::available(head_size).filter(|_| int8.is_none_or(Kernel::is_fast)),
             uniform_attention: int8.is_some(),
         })
     }
@@ -582,10 +584,10 @@ impl Bert {
         // in turn here they cost less than waking the pool, and plain loops
         // less than packing operands for a general product.
         let short = spans.iter().map(|&(_, len)| len).sum::<usize>() <= SHORT_TEXT;
-        // Where the CPU has AVX-512, every head of every batch runs the same
-        // kernel, so that a text's attention is the same bits in any batch:
-        // 8-bit layers would otherwise turn a last-bit difference into a
-        // whole quantisation step.
+        // Where the CPU has AVX-512 or AVX2, every head of every batch runs
+        // the same kernel, so that a text's attention is the same bits in
+        // any batch: 8-bit layers would otherwise turn a last-bit difference
+        // into a whole quantisation step.
         if let Some(wide) = self.wide {
             let head = |scratch: &mut Vec<f32>, (start, len, head, mut out): Task<'_>| {
                 let at = [head * d, h + head * d, 2 * h + head * d];

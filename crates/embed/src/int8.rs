@@ -17,17 +17,20 @@
 //! supplies the safe call into code compiled for the features each needs,
 //! checked once at run time):
 //!
-//! - **VNNI** (x86-64 with AVX-512 VNNI): `vpdpbusd` on the bytes as packed.
-//! - **AVX2** (x86-64 with AVX2 and FMA, without AVX-512 VNNI: Haswell to
-//!   Cascade Lake, Zen 1-3): the weights widened once to 16 bits in the same
-//!   layout and each row's values to 16 bits as it is quantised, summed by
-//!   `vpmaddwd`, which is exact (`vpmaddubsw` on the bytes would be faster
-//!   but saturates at 16 bits for the products of 8 bits these hold).
+//! - **VNNI** (archmage's x86-64-v4x level: AVX-512 with VNNI, VBMI2, GFNI
+//!   and the rest of Ice Lake's set): `vpdpbusd` on the bytes as packed.
+//! - **AVX2** (x86-64-v3, AVX2 and FMA, below the VNNI kernel's level:
+//!   Haswell to Cooper Lake, Zen 1-3, Intel's hybrid parts): the weights
+//!   widened once to 16 bits in the same layout and each row's values to
+//!   16 bits as it is quantised, summed by `vpmaddwd`, which is exact
+//!   (`vpmaddubsw` on the bytes would be faster but saturates at 16 bits
+//!   for the products of 8 bits these hold).
 //! - **Portable**, in plain Rust for every other CPU, slower than the float
 //!   path there.
 //!
-//! (Only the dense layers are the same bits: attention off AVX-512 runs
-//! other code, so whole vectors there differ in their last bits.)
+//! (Attention and the row kernels give the same bits on AVX-512 and AVX2;
+//! without either, attention runs general products, whose vectors differ
+//! in their last bits.)
 
 use std::ops::Range;
 
@@ -51,6 +54,7 @@ pub(crate) struct QuantizedMatrix {
     sums: Vec<i32>,
     /// `packed` widened to 16 bits, same layout, for the AVX2 kernel (empty
     /// for the others).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     wide: Vec<i16>,
 }
 
@@ -114,6 +118,7 @@ pub(crate) struct QuantizedRows {
     zeros: Vec<i32>,
     /// For the AVX2 kernel (empty for the others): each group of
     /// [`GROUP`] values as four 16-bit lanes of one word, ready to broadcast.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     wide: Vec<i64>,
 }
 
@@ -146,7 +151,10 @@ impl Kernel {
         if let Ok(wanted) = std::env::var("DATA_PLANE_EMBEDDING_KERNEL")
             && !wanted.is_empty()
         {
-            match available.iter().find(|k| k.short_name() == wanted) {
+            match available
+                .iter()
+                .find(|k| k.short_name().eq_ignore_ascii_case(wanted.trim()))
+            {
                 Some(&kernel) => return kernel,
                 None => tracing::warn!(
                     wanted,
@@ -176,15 +184,6 @@ impl Kernel {
         kernels
     }
 
-    /// Whether this is the AVX-512 VNNI kernel.
-    pub(crate) fn is_vnni(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if let Self::Vnni(_) = self {
-            return true;
-        }
-        false
-    }
-
     fn short_name(self) -> &'static str {
         match self {
             #[cfg(target_arch = "x86_64")]
@@ -203,6 +202,7 @@ impl Kernel {
         inputs: usize,
         outputs: usize,
     ) -> QuantizedMatrix {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut matrix = QuantizedMatrix::quantize(weight, inputs, outputs);
         #[cfg(target_arch = "x86_64")]
         if let Self::Avx2(_) = self {
