@@ -61,11 +61,6 @@ test: setup ## set up, then run every test against the real PostgreSQL
 	else \
 		cargo test --workspace --no-fail-fast; \
 	fi
-	# The embedding model again on its slower 8-bit kernels, which a CPU
-	# with AVX-512 VNNI would otherwise never run whole.
-	for kernel in avx2 portable; do \
-		DATA_PLANE_EMBEDDING_KERNEL=$$kernel cargo test -q -p data-plane-embed; \
-	done
 	bash scripts/check_layers.sh
 
 lint: ## formatting, clippy (warnings as errors), the crate layering and shellcheck on the scripts

@@ -2,14 +2,17 @@
 //! query embedded alone: prints one `name value` line per figure. `benches/embed.sh` runs it next to PyTorch sentence-transformers.
 //!
 //! Usage: bench_embed MODEL_DIR TEXTS_JSON [--precision auto|float32|int8]
-//! [--sweep] [--query-vector OUT_JSON]
+//! [--cpu avx2|portable] [--sweep] [--query-vector OUT_JSON]
 //! TEXTS_JSON is a JSON array of strings. `--precision` picks the dense
 //! layers' arithmetic (default `auto`, as the server does); the figures
 //! are printed under `embed.local.` with `embed.local.arithmetic` naming it. `--sweep` also times other batch
 //! sizes and thread counts on the first 100 texts, once each, for
 //! docs/embeddings.md, with all texts in one call and with one call per batch.
 //! `--query-vector` writes the query's vector, for the ONNX Runtime side to
-//! check that it computes the same function.
+//! check that it computes the same function. `--cpu` runs the model as a
+//! CPU of that level would (x86-64 only): `archmage` turns the checks for
+//! the levels above off, so every kernel (the dense layers, attention, the
+//! row kernels) takes what such a CPU has.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,6 +101,23 @@ fn query_latency(embedder: &LocalEmbedder) -> Result<(f64, f64), EmbedError> {
     Ok((ms[ms.len() / 2], ms[ms.len() * 99 / 100]))
 }
 
+/// Turns the CPU checks above `level` off for this process.
+#[cfg(target_arch = "x86_64")]
+fn hold_to(level: &str) -> Result<(), Box<dyn std::error::Error>> {
+    use archmage::{X64V3Token, X64V4Token};
+    let result = match level {
+        "avx2" => X64V4Token::dangerously_disable_token_process_wide(true),
+        "portable" => X64V3Token::dangerously_disable_token_process_wide(true),
+        other => return Err(format!("--cpu {other}: avx2 or portable").into()),
+    };
+    result.map_err(|e| format!("--cpu {level}: {e}").into())
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn hold_to(level: &str) -> Result<(), Box<dyn std::error::Error>> {
+    Err(format!("--cpu {level}: only on x86-64").into())
+}
+
 fn report(prefix: &str, texts: usize, tokens: usize, seconds: f64) {
     println!("{prefix}.seconds {seconds:.3}");
     println!("{prefix}.sentences_per_s {:.1}", texts as f64 / seconds);
@@ -108,8 +128,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(model_dir), Some(texts_path)) = (args.get(1), args.get(2)) else {
         return Err(
-            "usage: bench_embed MODEL_DIR TEXTS_JSON [--precision auto|float32|int8] [--sweep] \
-             [--query-vector OUT_JSON]"
+            "usage: bench_embed MODEL_DIR TEXTS_JSON [--precision auto|float32|int8] \
+             [--cpu avx2|portable] [--sweep] [--query-vector OUT_JSON]"
                 .into(),
         );
     };
@@ -120,6 +140,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "int8" => Precision::Int8,
         other => return Err(format!("--precision {other}: auto, float32 or int8").into()),
     };
+    if let Some(level) = flag_value(&args, "--cpu") {
+        hold_to(level)?;
+    }
     let model_dir = PathBuf::from(model_dir);
     let texts: Vec<String> = serde_json::from_str(&std::fs::read_to_string(texts_path)?)?;
     if texts.is_empty() {

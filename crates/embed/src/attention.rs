@@ -26,6 +26,7 @@
 use archmage::prelude::*;
 use ndarray::ArrayViewMut2;
 
+#[cfg(target_arch = "x86_64")]
 use crate::kernels;
 
 const LANES: usize = 16;
@@ -79,6 +80,7 @@ impl Wide {
     /// QKV buffer (`stride` values a row), the head's query, key and value
     /// at `query`, `key` and `value` within a row, `d` values each; written
     /// into `out` (`len × d`). `scratch` is reused between calls.
+    #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn head(
         self,
@@ -119,22 +121,36 @@ impl Wide {
             padded,
             d,
         };
-        let (transposed, chunks) = (transposed.as_chunks().0, scores.as_chunks_mut().0);
+        let transposed = transposed.as_chunks::<LANES>().0;
+        let chunks = scores.as_chunks_mut::<LANES>().0;
         match self {
-            #[cfg(target_arch = "x86_64")]
             Self::Avx512(token) => scores_wide(token, &text, query, transposed, chunks),
-            #[cfg(target_arch = "x86_64")]
             Self::Avx2(token) => scores_narrow(token, &text, query, transposed, chunks),
         }
         for row in scores.chunks_exact_mut(padded) {
             kernels::softmax_in_place(&mut row[..len]);
         }
         match self {
-            #[cfg(target_arch = "x86_64")]
             Self::Avx512(token) => context_wide(token, &text, value, scores, out),
-            #[cfg(target_arch = "x86_64")]
             Self::Avx2(token) => context_narrow(token, &text, value, scores, out),
         }
+    }
+
+    /// Off x86-64 there is no kernel, so no `Wide` to call this on.
+    #[cfg(not(target_arch = "x86_64"))]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn head(
+        self,
+        _qkv: &[f32],
+        _stride: usize,
+        _first: usize,
+        _len: usize,
+        _at: [usize; 3],
+        _d: usize,
+        _scratch: &mut Vec<f32>,
+        _out: &mut ArrayViewMut2<f32>,
+    ) {
+        match self {}
     }
 }
 

@@ -331,7 +331,7 @@ pub(crate) struct Bert {
     head_size: usize,
     eps: f32,
     /// The attention kernel on AVX-512 or AVX2, for every batch, where the
-    /// CPU has one (unless the 8-bit layers run the portable kernel).
+    /// CPU has one.
     wide: Option<Wide>,
     /// Without one, 8-bit layers take the general products for every batch,
     /// a lone query included, rather than plain loops for short ones, so
@@ -466,9 +466,7 @@ impl Bert {
             heads,
             head_size,
             eps: config.layer_norm_eps as f32,
-            // The portable kernel stands for a CPU without vector units of
-            // ours, attention included.
-            wide: Wide::available(head_size).filter(|_| int8.is_none_or(Kernel::is_fast)),
+            wide: Wide::available(head_size),
             uniform_attention: int8.is_some(),
         })
     }

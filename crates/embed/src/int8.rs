@@ -28,9 +28,9 @@
 //! - **Portable**, in plain Rust for every other CPU, slower than the float
 //!   path there.
 //!
-//! (Attention and the row kernels give the same bits on AVX-512 and AVX2;
-//! without either, attention runs general products, whose vectors differ
-//! in their last bits.)
+//! (Attention and the row kernels give the same bits on AVX-512 and AVX2,
+//! NaN results aside; without either, attention runs general products,
+//! whose vectors differ in their last bits.)
 
 use std::ops::Range;
 
@@ -143,55 +143,24 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU runs, unless `DATA_PLANE_EMBEDDING_KERNEL`
-    /// (`vnni`, `avx2` or `portable`, for comparing them on one machine)
-    /// names another that it runs.
+    /// The fastest kernel this CPU runs.
     pub(crate) fn detect() -> Self {
-        let available = Self::available();
-        if let Ok(wanted) = std::env::var("DATA_PLANE_EMBEDDING_KERNEL")
-            && !wanted.is_empty()
-        {
-            match available
-                .iter()
-                .find(|k| k.short_name().eq_ignore_ascii_case(wanted.trim()))
-            {
-                Some(&kernel) => return kernel,
-                None => tracing::warn!(
-                    wanted,
-                    "DATA_PLANE_EMBEDDING_KERNEL names no kernel this CPU runs \
-                     (vnni, avx2, portable); using the fastest"
-                ),
-            }
-        }
-        available[0]
+        Self::available()[0]
     }
 
     /// Every kernel this CPU runs, fastest first (the portable one last).
     pub(crate) fn available() -> Vec<Self> {
-        #[allow(unused_mut)] // only x86-64 adds kernels
-        let mut kernels = Vec::new();
         #[cfg(target_arch = "x86_64")]
-        {
+        let fast = {
             use archmage::SimdToken;
-            if let Some(token) = archmage::X64V4xToken::summon() {
-                kernels.push(Self::Vnni(token));
-            }
-            if let Some(token) = archmage::X64V3Token::summon() {
-                kernels.push(Self::Avx2(token));
-            }
-        }
-        kernels.push(Self::Portable);
-        kernels
-    }
-
-    fn short_name(self) -> &'static str {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Self::Vnni(_) => "vnni",
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx2(_) => "avx2",
-            Self::Portable => "portable",
-        }
+            [
+                archmage::X64V4xToken::summon().map(Self::Vnni),
+                archmage::X64V3Token::summon().map(Self::Avx2),
+            ]
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let fast: [Option<Self>; 0] = [];
+        fast.into_iter().flatten().chain([Self::Portable]).collect()
     }
 
     /// Quantises a dense layer's weight for this kernel; see

@@ -238,6 +238,38 @@ fn add_layer_norm_plain(row: &mut [f32], residual: &[f32], gamma: &[f32], beta: 
 mod tests {
     use super::*;
 
+    /// The AVX-512 builds of the row kernels give the plain build's bits
+    /// (finite inputs: NaN payloads may differ), so vectors do not depend
+    /// on which the CPU runs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx512_row_kernels_give_the_plain_bits() {
+        let Some(token) = wide() else {
+            eprintln!("no AVX-512 on this CPU: only the plain kernels run");
+            return;
+        };
+        let mut value = crate::test_values(11);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for len in [1, 2, 7, 15, 16, 17, 31, 32, 33, 100, 384, 1536] {
+            for scale in [1e-3f32, 1.0, 30.0] {
+                let row: Vec<f32> = (0..len).map(|_| value() * scale).collect();
+                let other: Vec<f32> = (0..len).map(|_| value()).collect();
+                let (mut a, mut b) = (row.clone(), row.clone());
+                gelu_wide(token, &mut a);
+                gelu_plain(&mut b);
+                assert_eq!(bits(&a), bits(&b), "gelu, {len} values at {scale}");
+                let (mut a, mut b) = (row.clone(), row.clone());
+                softmax_wide(token, &mut a);
+                softmax_plain(&mut b);
+                assert_eq!(bits(&a), bits(&b), "softmax, {len} values at {scale}");
+                let (mut a, mut b) = (row.clone(), row.clone());
+                add_layer_norm_wide(token, &mut a, &other, &other, &row, 1e-12);
+                add_layer_norm_plain(&mut b, &other, &other, &row, 1e-12);
+                assert_eq!(bits(&a), bits(&b), "layer norm, {len} values at {scale}");
+            }
+        }
+    }
+
     fn check_exp(x: f32) {
         let got = exp(x);
         let want = (x as f64).exp();

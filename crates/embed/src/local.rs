@@ -101,8 +101,8 @@ impl LocalEmbedder {
             Precision::Int8 => {
                 if !kernel.is_fast() {
                     tracing::warn!(
-                        "8-bit embedding on the portable kernel (no AVX2 on this CPU, \
-                         or DATA_PLANE_EMBEDDING_KERNEL=portable): slower than float32"
+                        "8-bit embedding asked for on a CPU without AVX2: \
+                         the portable kernel is slower than float32 here"
                     );
                 }
                 Some(kernel)

@@ -9,25 +9,14 @@
 // Tests fail loudly on the first broken step; that is what unwrap is for here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::embedder_with;
 use std::path::PathBuf;
 
 use data_plane_embed::{DIMENSION, EmbedConfig, Embedder, Precision, Provider, cosine};
 use data_plane_testkit::model_dir;
 use serde::Deserialize;
-
-fn embedder_with(batch_size: usize, precision: Precision) -> Embedder {
-    let mut config = EmbedConfig::local(model_dir());
-    if let Provider::Local {
-        batch_size: b,
-        precision: p,
-        ..
-    } = &mut config.provider
-    {
-        *b = batch_size;
-        *p = precision;
-    }
-    Embedder::from_config(&config).unwrap()
-}
 
 fn embedder() -> Embedder {
     Embedder::from_config(&EmbedConfig::local(model_dir())).unwrap()
