@@ -9,10 +9,12 @@
 //! sizes and thread counts on the first 100 texts, once each, for
 //! docs/embeddings.md, with all texts in one call and with one call per batch.
 //! `--query-vector` writes the query's vector, for the ONNX Runtime side to
-//! check that it computes the same function. `--cpu` runs the model as a
-//! CPU of that level would (x86-64 only): `archmage` turns the checks for
-//! the levels above off, so every kernel (the dense layers, attention, the
-//! row kernels) takes what such a CPU has.
+//! check that it computes the same function. `--cpu` turns `archmage`'s
+//! checks for the levels above off (x86-64 only), so the kernels it
+//! dispatches (8-bit dense layers, attention, the row kernels) take what a
+//! CPU of that level has. Float32's matrix products and few-row path keep
+//! their own CPU checks: `avx2` is what an AVX2 CPU runs, but `portable`
+//! still multiplies floats with AVX2 and FMA here.
 
 use std::path::PathBuf;
 use std::time::Instant;

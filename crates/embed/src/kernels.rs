@@ -239,7 +239,7 @@ mod tests {
     use super::*;
 
     /// The AVX-512 builds of the row kernels give the plain build's bits
-    /// (finite inputs: NaN payloads may differ), so vectors do not depend
+    /// (NaN results aside), so vectors do not depend
     /// on which the CPU runs.
     #[cfg(target_arch = "x86_64")]
     #[test]

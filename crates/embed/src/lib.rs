@@ -56,7 +56,7 @@ pub const DEFAULT_REMOTE_BATCH_SIZE: usize = 128;
 /// The arithmetic of the local model's dense layers (docs/embeddings.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Precision {
-    /// 8-bit integers where a fast kernel runs (x86-64 with AVX2 and FMA;
+    /// 8-bit integers where a fast kernel runs (x86-64-v3: AVX2, FMA, BMI2…;
     /// the VNNI kernel on CPUs of the Ice Lake / Zen 4 level, AVX-512 with
     /// VNNI, VBMI2 and GFNI, `archmage`'s x86-64-v4x), 32-bit floats
     /// elsewhere.
@@ -64,7 +64,7 @@ pub enum Precision {
     Auto,
     /// 32-bit floats throughout.
     Float32,
-    /// 8-bit weights and activations on every CPU; without AVX2 a portable
+    /// 8-bit weights and activations on every CPU; below x86-64-v3 a portable
     /// kernel gives the same dense-layer results, more slowly than
     /// `Float32`.
     Int8,

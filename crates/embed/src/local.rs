@@ -101,8 +101,8 @@ impl LocalEmbedder {
             Precision::Int8 => {
                 if !kernel.is_fast() {
                     tracing::warn!(
-                        "8-bit embedding asked for on a CPU without AVX2: \
-                         the portable kernel is slower than float32 here"
+                        "8-bit embedding asked for on a CPU below x86-64-v3 (AVX2, FMA, BMI2 and \
+                         the rest of Haswell's set): the portable kernel is slower than float32 here"
                     );
                 }
                 Some(kernel)
