@@ -241,20 +241,35 @@ fn score_tile<const R: usize, const V: usize>(
     let mut sums = [[_mm512_setzero_ps(); V]; R];
     let vectors = text.padded / LANES;
     for k in 0..text.d {
-        let mut keys = [_mm512_setzero_ps(); V];
-        for (v, keys) in keys.iter_mut().enumerate() {
-            *keys = _mm512_loadu_ps(&transposed[k * vectors + vector + v]);
-        }
+        let mut factors = [0.0; R];
         for r in 0..R {
-            let q = _mm512_set1_ps(queries[r][k]);
-            for v in 0..V {
-                sums[r][v] = _mm512_fmadd_ps(q, keys[v], sums[r][v]);
-            }
+            factors[r] = queries[r][k];
         }
+        accumulate_wide(&mut sums, factors, &transposed[k * vectors + vector..][..V]);
     }
     for (r, sums) in sums.iter().enumerate() {
         for (v, &sum) in sums.iter().enumerate() {
             _mm512_storeu_ps(&mut scores[(row + r) * vectors + vector + v], sum);
+        }
+    }
+}
+
+/// `sums[r][v] += factors[r] · vectors[v]`: both wide tiles' step.
+#[cfg(target_arch = "x86_64")]
+#[rite(v4, import_intrinsics)]
+fn accumulate_wide<const R: usize, const V: usize>(
+    sums: &mut [[__m512; V]; R],
+    factors: [f32; R],
+    vectors: &[[f32; LANES]],
+) {
+    let mut lanes = [_mm512_setzero_ps(); V];
+    for (lane, values) in lanes.iter_mut().zip(vectors) {
+        *lane = _mm512_loadu_ps(values);
+    }
+    for (sums, &factor) in sums.iter_mut().zip(&factors) {
+        let factor = _mm512_set1_ps(factor);
+        for (sum, &lane) in sums.iter_mut().zip(&lanes) {
+            *sum = _mm512_fmadd_ps(factor, lane, *sum);
         }
     }
 }
@@ -313,17 +328,12 @@ fn context_tile<const R: usize, const V: usize>(
     }
     let mut sums = [[_mm512_setzero_ps(); V]; R];
     for j in 0..text.len {
-        let values = text.part(j, value).as_chunks::<LANES>().0;
-        let mut v_lanes = [_mm512_setzero_ps(); V];
-        for (v, lanes) in v_lanes.iter_mut().enumerate() {
-            *lanes = _mm512_loadu_ps(&values[vector + v]);
-        }
+        let mut factors = [0.0; R];
         for r in 0..R {
-            let p = _mm512_set1_ps(weights[r][j]);
-            for v in 0..V {
-                sums[r][v] = _mm512_fmadd_ps(p, v_lanes[v], sums[r][v]);
-            }
+            factors[r] = weights[r][j];
         }
+        let values = text.part(j, value).as_chunks::<LANES>().0;
+        accumulate_wide(&mut sums, factors, &values[vector..][..V]);
     }
     for (r, sums) in sums.iter().enumerate() {
         let mut target = out.row_mut(row + r);
@@ -345,6 +355,20 @@ fn context_tile<const R: usize, const V: usize>(
     }
 }
 
+/// Expands to a call of `$tile::<R>` for the `$left` rows left, at most
+/// [`NARROW_ROWS`].
+#[cfg(target_arch = "x86_64")]
+macro_rules! narrow_rows {
+    ($tile:ident, $left:expr, ($($arg:expr),*)) => {
+        match ($left).min(NARROW_ROWS) {
+            4 => $tile::<4>($($arg),*),
+            3 => $tile::<3>($($arg),*),
+            2 => $tile::<2>($($arg),*),
+            _ => $tile::<1>($($arg),*),
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 #[arcane]
 fn scores_narrow(
@@ -356,13 +380,11 @@ fn scores_narrow(
 ) {
     for row in (0..text.len).step_by(NARROW_ROWS) {
         for vector in 0..text.padded / LANES {
-            let args = (text, query, transposed, &mut *scores, row, vector);
-            match (text.len - row).min(NARROW_ROWS) {
-                4 => score_tile_narrow::<4>(args.0, args.1, args.2, args.3, args.4, args.5),
-                3 => score_tile_narrow::<3>(args.0, args.1, args.2, args.3, args.4, args.5),
-                2 => score_tile_narrow::<2>(args.0, args.1, args.2, args.3, args.4, args.5),
-                _ => score_tile_narrow::<1>(args.0, args.1, args.2, args.3, args.4, args.5),
-            }
+            narrow_rows!(
+                score_tile_narrow,
+                text.len - row,
+                (text, query, transposed, &mut *scores, row, vector)
+            );
         }
     }
 }
@@ -431,13 +453,11 @@ fn context_narrow(
 ) {
     for row in (0..text.len).step_by(NARROW_ROWS) {
         for vector in 0..text.d / LANES {
-            let args = (text, value, scores, &mut *out, row, vector);
-            match (text.len - row).min(NARROW_ROWS) {
-                4 => context_tile_narrow::<4>(args.0, args.1, args.2, args.3, args.4, args.5),
-                3 => context_tile_narrow::<3>(args.0, args.1, args.2, args.3, args.4, args.5),
-                2 => context_tile_narrow::<2>(args.0, args.1, args.2, args.3, args.4, args.5),
-                _ => context_tile_narrow::<1>(args.0, args.1, args.2, args.3, args.4, args.5),
-            }
+            narrow_rows!(
+                context_tile_narrow,
+                text.len - row,
+                (text, value, scores, &mut *out, row, vector)
+            );
         }
     }
 }

@@ -766,13 +766,7 @@ mod tests {
         let pool = two_threads();
         for rows in [1, 13, FEW_ROWS, FEW_ROWS + 1, 100, ROW_BLOCK, ROW_BLOCK + 3] {
             let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
-            let mut out = vec![f32::NAN; rows * outputs];
-            pool.install(|| {
-                dense.forward(
-                    &view(&x, rows, inputs).unwrap(),
-                    view_mut(&mut out, rows, outputs).unwrap(),
-                )
-            });
+            let out = forward_on(&pool, &dense, &x, rows);
             for r in 0..rows {
                 for j in 0..outputs {
                     let sum: f64 = (0..inputs)
@@ -787,6 +781,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `dense` on `rows` rows of `x`, run on `pool`.
+    fn forward_on(pool: &rayon::ThreadPool, dense: &Dense, x: &[f32], rows: usize) -> Vec<f32> {
+        let (inputs, outputs) = (x.len() / rows, dense.bias.len());
+        let mut out = vec![f32::NAN; rows * outputs];
+        pool.install(|| {
+            dense.forward(
+                &view(x, rows, inputs).unwrap(),
+                view_mut(&mut out, rows, outputs).unwrap(),
+            )
+        });
+        out
     }
 
     /// In 8 bits, every size and every split of the columns over threads
@@ -810,13 +817,7 @@ mod tests {
         let pool = two_threads();
         for rows in [1, 13, FEW_ROWS + 1, ROW_BLOCK, ROW_BLOCK + 3] {
             let x: Vec<f32> = (0..rows * inputs).map(|_| value()).collect();
-            let mut out = vec![f32::NAN; rows * outputs];
-            pool.install(|| {
-                dense.forward(
-                    &view(&x, rows, inputs).unwrap(),
-                    view_mut(&mut out, rows, outputs).unwrap(),
-                )
-            });
+            let out = forward_on(&pool, &dense, &x, rows);
             let mut whole = vec![0.0; rows * outputs];
             let q = Kernel::Portable.quantize_rows(&x, inputs);
             Kernel::Portable.product(&q, matrix, 0..outputs, &bias, &mut whole);
